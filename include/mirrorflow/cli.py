@@ -1,0 +1,108 @@
+"""The ``mirrorflow`` command: configuration checks and local development clusters.
+
+Operators without Airflow (and CI) need the same checks the DAGs run, so the CLI is a thin layer
+over the library. Exit codes: 0 success, 1 a problem the user must fix (reported on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from .config import ConfigError, load_config
+from .config.describe import describe_config, render_text
+
+
+def _config_validate(args: argparse.Namespace) -> int:
+    try:
+        config = load_config(args.file)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+        return 1
+    for warning in config.warnings:
+        print(warning, file=sys.stderr)
+    flows = config.enabled_flows()
+    families = sum(len(f.families) for f in flows)
+    print(f"{args.file}: OK: {len(config.clusters)} cluster(s), {len(flows)} enabled flow(s), "
+          f"{families} family DAG(s)")
+    return 0
+
+
+def _config_show(args: argparse.Namespace) -> int:
+    try:
+        config = load_config(args.file)
+        if args.flow and "->" not in args.flow:
+            print(f"--flow must look like SOURCE->TARGET, not '{args.flow}'", file=sys.stderr)
+            return 1
+        description = describe_config(config, args.flow)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+        return 1
+    except KeyError as exc:
+        print(exc.args[0], file=sys.stderr)
+        return 1
+    print(json.dumps(description, indent=2) if args.json else render_text(description))
+    return 0
+
+
+def _dev(args: argparse.Namespace) -> int:
+    from .devcluster import DEFAULT_CLUSTERS, ClusterSpec, DevClusterError, DevClusters
+
+    specs = DEFAULT_CLUSTERS
+    if args.clusters:
+        try:
+            specs = tuple(ClusterSpec(alias, int(port)) for alias, port in
+                          (item.split(":", 1) for item in args.clusters.split(",")))
+        except ValueError:
+            print(f"--clusters must look like primary:19092,backup:29092, not '{args.clusters}'", file=sys.stderr)
+            return 1
+    clusters = DevClusters(specs=specs)
+    try:
+        statuses = {"up": clusters.up, "down": clusters.down, "status": clusters.status}[args.action]()
+    except DevClusterError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    for status in statuses:
+        state = "running" if status.running else "stopped"
+        answers = ", answers" if status.answers else ""
+        pid = f" pid {status.pid}" if status.pid else ""
+        print(f"{status.alias:<10} {status.bootstrap:<22} {state}{answers}{pid}  {status.detail}  data {status.data_dir}")
+    if args.action == "status" and not all(s.running for s in statuses):
+        return 3  # like `systemctl status`: not everything is running
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mirrorflow", description="Kafka replication between clusters, "
+                                     "MirrorMaker 2 compatible, orchestrated by Airflow.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    config = sub.add_parser("config", help="check and explain an mm2.properties file")
+    config_sub = config.add_subparsers(dest="config_command", required=True)
+    validate = config_sub.add_parser("validate", help="exit 0 if the file is usable, else 1 with every error")
+    validate.add_argument("file")
+    validate.set_defaults(func=_config_validate)
+    show = config_sub.add_parser("show", help="print the effective settings of each flow and their origin")
+    show.add_argument("file")
+    show.add_argument("--flow", help="only this flow, e.g. primary->backup")
+    show.add_argument("--json", action="store_true", help="machine-readable output")
+    show.set_defaults(func=_config_show)
+
+    dev = sub.add_parser("dev", help="local Kafka clusters for development (noida-db)")
+    dev.add_argument("action", choices=["up", "down", "status"])
+    dev.add_argument("--clusters", help="alias:port list (default primary:19092,backup:29092)")
+    dev.set_defaults(func=_dev)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

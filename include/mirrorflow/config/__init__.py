@@ -1,0 +1,16 @@
+"""mirrorflow's configuration: MirrorMaker 2's ``mm2.properties``, resolved as MM2 resolves it.
+
+``load_config(path)`` returns a :class:`MirrorConfig` or raises :class:`ConfigError` listing every
+problem with its file and line.
+"""
+
+from __future__ import annotations
+
+from .model import ClusterConfig, Family, FamilyConflictError, FlowConfig, MirrorConfig, Origin, Schedule, Setting
+from .problems import ConfigError, Problem
+from .resolve import load_config, parse_config
+
+__all__ = [
+    "ClusterConfig", "ConfigError", "Family", "FamilyConflictError", "FlowConfig", "MirrorConfig", "Origin",
+    "Problem", "Schedule", "Setting", "load_config", "parse_config",
+]

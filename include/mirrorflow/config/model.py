@@ -1,0 +1,235 @@
+"""The resolved, typed configuration: clusters, flows, families, each value with its origin.
+
+Everything downstream (discovery, DAG factory, checkpoints, the CLI) reads this model instead of raw
+properties, so MM2's precedence rules are applied once, in ``resolve.py``, and every value can say
+where it came from when an operator asks ``mirrorflow config show``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from ..filters import ConfigPropertyFilter, GroupFilter, PatternList, TopicFilter
+from ..policy import ReplicationPolicy
+from .keys import DEFAULT_FAMILY
+
+OriginKind = Literal["file", "mm2-default", "mirrorflow-default", "forced", "connection"]
+Side = Literal["source", "target"]
+Role = Literal["consumer", "producer", "admin"]
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a value came from: a line of a file, MM2's default, or a mirrorflow default."""
+
+    kind: OriginKind
+    file: str | None = None
+    line: int | None = None
+    key: str | None = None
+    via: str | None = None
+    note: str | None = None
+
+    def describe(self) -> str:
+        if self.kind == "file":
+            text = f"{Path(self.file or '').name}:{self.line} ({self.key})"
+            if self.via:
+                text += " via config provider"
+        elif self.kind == "mm2-default":
+            text = "MM2 default"
+        elif self.kind == "mirrorflow-default":
+            text = "mirrorflow default"
+        elif self.kind == "forced":
+            text = "always set"
+        else:
+            text = f"Airflow connection {self.key}"
+        return f"{text}; {self.note}" if self.note else text
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A value (always the string form, as in properties) with its origin."""
+
+    value: str
+    origin: Origin
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A family's schedule: an interval (``2m``), a cron expression, an Airflow preset, or none."""
+
+    text: str
+    kind: Literal["interval", "cron", "preset", "none"]
+    seconds: int | None = None
+
+    def airflow(self) -> str | None:
+        """The value to hand to Airflow's ``schedule`` (a timedelta is built by the DAG factory)."""
+        return None if self.kind in ("none", "interval") else self.text
+
+
+_INTERVAL = re.compile(r"^(\d+)\s*(s|sec|secs|seconds?|m|min|mins|minutes?|h|hours?|d|days?)$", re.IGNORECASE)
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_CRON_FIELD = re.compile(r"^[\d*/,\-A-Za-z?LW#]+$")
+_PRESETS = ("@hourly", "@daily", "@weekly", "@monthly", "@yearly", "@once", "@continuous")
+
+
+def parse_duration(text: str) -> int:
+    """Seconds in ``30s``, ``2m``, ``1h``, ``1d`` (a bare number is rejected: the unit is not guessed)."""
+    match = _INTERVAL.match(text.strip())
+    if not match:
+        raise ValueError(f"'{text}' is not a duration such as 30s, 2m, 1h or 1d")
+    seconds = int(match.group(1)) * _UNIT_SECONDS[match.group(2)[0].lower()]
+    if seconds <= 0:
+        raise ValueError(f"'{text}' must be longer than zero")
+    return seconds
+
+
+def parse_schedule(text: str) -> Schedule:
+    """Parse ``2m`` / ``*/2 * * * *`` / ``@hourly`` / ``none``; raises ValueError with the accepted forms."""
+    value = text.strip()
+    if value.lower() in ("none", "manual"):
+        return Schedule(value, "none")
+    if value in _PRESETS:
+        return Schedule(value, "preset")
+    fields = value.split()
+    if len(fields) == 5 and all(_CRON_FIELD.match(f) for f in fields):
+        return Schedule(value, "cron")
+    try:
+        return Schedule(value, "interval", parse_duration(value))
+    except ValueError:
+        raise ValueError(
+            f"'{text}' is not a schedule: use an interval (30s, 2m, 1h), a cron expression (*/2 * * * *), "
+            f"an Airflow preset ({', '.join(_PRESETS)}) or 'none'"
+        ) from None
+
+
+@dataclass(frozen=True)
+class Family:
+    """A named group of a flow's topics, replicated by its own DAG on its own schedule."""
+
+    name: str
+    topics: PatternList | None  # None for the catch-all family 'default'
+    schedule: Schedule
+    origin: Origin
+
+    def claims(self, topic: str) -> bool:
+        return self.topics is not None and self.topics.matches(topic)
+
+
+class FamilyConflictError(ValueError):
+    """A topic matched by the patterns of two families: its DAG would be ambiguous."""
+
+
+@dataclass
+class ClusterConfig:
+    """One Kafka cluster: its alias and every ``<alias>.*`` property (prefix stripped)."""
+
+    alias: str
+    properties: dict[str, Setting]
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.properties["bootstrap.servers"].value
+
+
+@dataclass
+class FlowConfig:
+    """One ``source->target`` pair with its effective settings, as MM2 would run it."""
+
+    source: str
+    target: str
+    enabled: bool
+    settings: dict[str, Setting]
+    clients: dict[tuple[Side, Role], dict[str, Setting]]
+    policy: ReplicationPolicy
+    topic_filter: TopicFilter
+    group_filter: GroupFilter
+    config_property_filter: ConfigPropertyFilter
+    families: list[Family] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return f"{self.source}->{self.target}"
+
+    def get(self, key: str) -> str:
+        return self.settings[key].value
+
+    def get_bool(self, key: str) -> bool:
+        return self.get(key).strip().lower() == "true"
+
+    def get_int(self, key: str) -> int:
+        return int(self.get(key).strip())
+
+    @property
+    def delivery(self) -> str:
+        return self.get("mirrorflow.delivery")
+
+    @property
+    def emits_heartbeats(self) -> bool:
+        return self.get_bool("emit.heartbeats.enabled")
+
+    def client_config(self, side: Side, role: Role) -> dict[str, str]:
+        """The client properties (Java names) for one role on one side of the flow."""
+        return {k: s.value for k, s in self.clients[(side, role)].items()}
+
+    def should_replicate_topic(self, topic: str) -> bool:
+        """``MirrorSourceConnector.shouldReplicateTopic``: filter (or heartbeats), not internal, no cycle."""
+        from ..policy import is_cycle
+
+        wanted = self.topic_filter.should_replicate_topic(topic) or (
+            self.get_bool("heartbeats.replication.enabled") and self.policy.is_heartbeats_topic(topic)
+        )
+        return wanted and not self.policy.is_internal_topic(topic) and not is_cycle(self.policy, topic, self.target)
+
+    def family_of(self, topic: str) -> Family:
+        """The family replicating ``topic``: the one whose pattern matches, else ``default``."""
+        claiming = [f for f in self.families if f.claims(topic)]
+        if len(claiming) > 1:
+            names = " and ".join(f"'{f.name}' ({f.topics})" for f in claiming)
+            raise FamilyConflictError(f"flow {self.name}: topic '{topic}' is claimed by families {names}")
+        if claiming:
+            return claiming[0]
+        return self.family(DEFAULT_FAMILY)
+
+    def family(self, name: str) -> Family:
+        for fam in self.families:
+            if fam.name == name:
+                return fam
+        raise KeyError(f"flow {self.name} has no family '{name}'")
+
+    @property
+    def remote_topic_prefix_example(self) -> str:
+        return self.policy.format_remote_topic(self.source, "<topic>")
+
+    def internal_topics(self) -> dict[str, str]:
+        """Names (and clusters) of the internal topics this flow reads and writes, MM2's names."""
+        location = self.get("offset-syncs.topic.location")
+        syncs_alias = self.target if location == "source" else self.source
+        return {
+            "offset syncs": f"{self.policy.offset_syncs_topic(syncs_alias)} on {self.source if location == 'source' else self.target}",
+            "checkpoints": f"{self.policy.checkpoints_topic(self.source)} on {self.target}",
+            "heartbeats": f"{self.policy.heartbeats_topic()} on {self.target}",
+            "progress (Connect source offsets)": f"mm2-offsets.{self.source}.internal on {self.target}",
+        }
+
+
+@dataclass
+class MirrorConfig:
+    """The whole resolved configuration file."""
+
+    path: str
+    clusters: dict[str, ClusterConfig]
+    flows: dict[tuple[str, str], FlowConfig]
+    top_level: dict[str, Setting]
+    warnings: list[str] = field(default_factory=list)
+
+    def flow(self, source: str, target: str) -> FlowConfig:
+        try:
+            return self.flows[(source, target)]
+        except KeyError:
+            raise KeyError(f"no flow {source}->{target} (clusters: {', '.join(self.clusters)})") from None
+
+    def enabled_flows(self) -> list[FlowConfig]:
+        return [f for f in self.flows.values() if f.enabled]

@@ -1,0 +1,61 @@
+"""Configuration problems: collected, never thrown one at a time.
+
+Operators fix a configuration faster when they see every problem in one pass, each naming the file,
+the line and the key, so resolution appends problems here and raises one ``ConfigError`` at the end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Severity = Literal["error", "warning"]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One finding about the configuration, located as precisely as we can."""
+
+    severity: Severity
+    message: str
+    file: str | None = None
+    line: int | None = None
+    key: str | None = None
+
+    def __str__(self) -> str:
+        where = ""
+        if self.file:
+            where = f"{self.file}:{self.line}: " if self.line else f"{self.file}: "
+        key = f"{self.key}: " if self.key else ""
+        return f"{where}{self.severity}: {key}{self.message}"
+
+
+@dataclass
+class Problems:
+    """An accumulator passed through parsing and resolution."""
+
+    items: list[Problem] = field(default_factory=list)
+
+    def error(self, message: str, *, file: str | None = None, line: int | None = None, key: str | None = None) -> None:
+        self.items.append(Problem("error", message, file, line, key))
+
+    def warning(self, message: str, *, file: str | None = None, line: int | None = None, key: str | None = None) -> None:
+        self.items.append(Problem("warning", message, file, line, key))
+
+    @property
+    def errors(self) -> list[Problem]:
+        return [p for p in self.items if p.severity == "error"]
+
+    @property
+    def warnings(self) -> list[Problem]:
+        return [p for p in self.items if p.severity == "warning"]
+
+
+class ConfigError(ValueError):
+    """The configuration cannot be used; ``problems`` lists every error found (and the warnings)."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = problems
+        errors = [p for p in problems if p.severity == "error"]
+        lines = "\n".join(f"  {p}" for p in errors)
+        super().__init__(f"{len(errors)} configuration error(s):\n{lines}")
