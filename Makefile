@@ -22,6 +22,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 test: install
+	$(BIN)/ruff check include tests
 	$(BIN)/python -m pytest
 
 unit: install

@@ -26,8 +26,7 @@ def _config_validate(args: argparse.Namespace) -> int:
         print(warning, file=sys.stderr)
     flows = config.enabled_flows()
     families = sum(len(f.families) for f in flows)
-    print(f"{args.file}: OK: {len(config.clusters)} cluster(s), {len(flows)} enabled flow(s), "
-          f"{families} family DAG(s)")
+    print(f"{args.file}: OK: {len(config.clusters)} cluster(s), {len(flows)} enabled flow(s), {families} family DAG(s)")
     return 0
 
 
@@ -55,8 +54,10 @@ def _dev(args: argparse.Namespace) -> int:
     specs = DEFAULT_CLUSTERS
     if args.clusters:
         try:
-            specs = tuple(ClusterSpec(alias, int(port)) for alias, port in
-                          (item.split(":", 1) for item in args.clusters.split(",")))
+            specs = tuple(
+                ClusterSpec(alias, int(port))
+                for alias, port in (item.split(":", 1) for item in args.clusters.split(","))
+            )
         except ValueError:
             print(f"--clusters must look like primary:19092,backup:29092, not '{args.clusters}'", file=sys.stderr)
             return 1
@@ -70,15 +71,19 @@ def _dev(args: argparse.Namespace) -> int:
         state = "running" if status.running else "stopped"
         answers = ", answers" if status.answers else ""
         pid = f" pid {status.pid}" if status.pid else ""
-        print(f"{status.alias:<10} {status.bootstrap:<22} {state}{answers}{pid}  {status.detail}  data {status.data_dir}")
+        print(
+            f"{status.alias:<10} {status.bootstrap:<22} {state}{answers}{pid}  {status.detail}  data {status.data_dir}"
+        )
     if args.action == "status" and not all(s.running for s in statuses):
         return 3  # like `systemctl status`: not everything is running
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="mirrorflow", description="Kafka replication between clusters, "
-                                     "MirrorMaker 2 compatible, orchestrated by Airflow.")
+    parser = argparse.ArgumentParser(
+        prog="mirrorflow",
+        description="Kafka replication between clusters, MirrorMaker 2 compatible, orchestrated by Airflow.",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     config = sub.add_parser("config", help="check and explain an mm2.properties file")

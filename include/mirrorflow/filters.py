@@ -55,35 +55,47 @@ class PatternList:
         return ", ".join(self.items)
 
 
-class TopicFilter:
+class IncludeExcludeFilter:
+    """An include list minus an exclude list: the shape of MM2's topic and group filters."""
+
+    def __init__(self, include: str | Sequence[str], exclude: str | Sequence[str]) -> None:
+        self.include = PatternList.parse(include)
+        self.exclude = PatternList.parse(exclude)
+
+    def selects(self, name: str) -> bool:
+        return self.include.matches(name) and not self.exclude.matches(name)
+
+
+class TopicFilter(IncludeExcludeFilter):
     """``DefaultTopicFilter``: ``topics`` minus ``topics.exclude``."""
 
-    def __init__(self, include: str | Sequence[str] = DEFAULT_TOPICS,
-                 exclude: str | Sequence[str] = DEFAULT_TOPICS_EXCLUDE) -> None:
-        self.include = PatternList.parse(include)
-        self.exclude = PatternList.parse(exclude)
+    def __init__(
+        self, include: str | Sequence[str] = DEFAULT_TOPICS, exclude: str | Sequence[str] = DEFAULT_TOPICS_EXCLUDE
+    ) -> None:
+        super().__init__(include, exclude)
 
     def should_replicate_topic(self, topic: str) -> bool:
-        return self.include.matches(topic) and not self.exclude.matches(topic)
+        return self.selects(topic)
 
 
-class GroupFilter:
+class GroupFilter(IncludeExcludeFilter):
     """``DefaultGroupFilter``: ``groups`` minus ``groups.exclude``."""
 
-    def __init__(self, include: str | Sequence[str] = DEFAULT_GROUPS,
-                 exclude: str | Sequence[str] = DEFAULT_GROUPS_EXCLUDE) -> None:
-        self.include = PatternList.parse(include)
-        self.exclude = PatternList.parse(exclude)
+    def __init__(
+        self, include: str | Sequence[str] = DEFAULT_GROUPS, exclude: str | Sequence[str] = DEFAULT_GROUPS_EXCLUDE
+    ) -> None:
+        super().__init__(include, exclude)
 
     def should_replicate_group(self, group: str) -> bool:
-        return self.include.matches(group) and not self.exclude.matches(group)
+        return self.selects(group)
 
 
 class ConfigPropertyFilter:
     """``DefaultConfigPropertyFilter``: which topic configs are synced, and whose defaults win."""
 
-    def __init__(self, exclude: str | Sequence[str] = DEFAULT_CONFIG_PROPERTIES_EXCLUDE,
-                 use_defaults_from: str = "target") -> None:
+    def __init__(
+        self, exclude: str | Sequence[str] = DEFAULT_CONFIG_PROPERTIES_EXCLUDE, use_defaults_from: str = "target"
+    ) -> None:
         if use_defaults_from not in ("source", "target"):
             raise ValueError(f"use.defaults.from must be 'source' or 'target', not '{use_defaults_from}'")
         self.exclude = PatternList.parse(exclude)

@@ -27,8 +27,14 @@ names, which never contain these characters):
   the ``d`` flag is accepted and otherwise ignored (it only narrows ``\\Z``).
 * ``u`` (UNICODE_CASE) and ``U`` (UNICODE_CHARACTER_CLASS) both become Python's
   scoped ``u`` flag, which switches case folding *and* ``\\w \\d \\s \\b`` to
-  Unicode; ``-u``/``-U`` become ``a`` (ASCII).
+  Unicode; under ``u`` alone those shorthands are pinned back to ASCII with
+  ``(?a:...)``.  ``-u``/``-U`` become ``a`` (ASCII).  Python's Unicode ``\\w``/``\\d``
+  and Java's differ slightly in which marks/digits they include.
+* MULTILINE ``^`` also matches at the very end of the input in Python, not in Java.
 * ``\\b`` follows JDK 19+ (ASCII word characters, consistent with ``\\w``).
+* Some things Java accepts are refused by Python's ``re`` itself and reported as
+  :class:`JavaRegexError`: quantified anchors (``^*``) and lookbehinds that are
+  bounded but not fixed-width (``(?<=a{1,3})``).
 """
 
 from __future__ import annotations
@@ -38,9 +44,10 @@ import unicodedata
 from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import NoReturn
 
-__all__ = ["JavaRegexError", "translate", "compile_java", "compile_pattern_list", "full_match"]
+__all__ = ["JavaRegexError", "compile_java", "compile_pattern_list", "full_match", "translate"]
 
 _HSPACE = " \\t\\xa0\\u1680\\u180e\\u2000-\\u200a\\u202f\\u205f\\u3000"
 _VSPACE = "\\n\\x0b\\f\\r\\x85\\u2028\\u2029"
@@ -50,11 +57,21 @@ _HEX = "0123456789abcdefABCDEF"
 _SPACE = " \t\n\x0b\f\r"  # what Java's COMMENTS mode skips (ASCII.isSpace)
 # Java's US-ASCII POSIX classes, as the inside of a Python character class.
 _POSIX = {
-    "Lower": "a-z", "Upper": "A-Z", "ASCII": "\\x00-\\x7f", "Alpha": "a-zA-Z",
-    "Digit": "0-9", "Alnum": "a-zA-Z0-9", "Punct": "\\x21-\\x2f\\x3a-\\x40\\x5b-\\x60\\x7b-\\x7e",
-    "Graph": "\\x21-\\x7e", "Print": "\\x20-\\x7e", "Blank": " \\t",
-    "Cntrl": "\\x00-\\x1f\\x7f", "XDigit": "0-9a-fA-F", "Space": " \\t\\n\\x0b\\f\\r",
+    "Lower": "a-z",
+    "Upper": "A-Z",
+    "ASCII": "\\x00-\\x7f",
+    "Alpha": "a-zA-Z",
+    "Digit": "0-9",
+    "Alnum": "a-zA-Z0-9",
+    "Punct": "\\x21-\\x2f\\x3a-\\x40\\x5b-\\x60\\x7b-\\x7e",
+    "Graph": "\\x21-\\x7e",
+    "Print": "\\x20-\\x7e",
+    "Blank": " \\t",
+    "Cntrl": "\\x00-\\x1f\\x7f",
+    "XDigit": "0-9a-fA-F",
+    "Space": " \\t\\n\\x0b\\f\\r",
 }
+_ASCII_SHORTHAND = {"d": "0-9", "w": "a-zA-Z0-9_", "s": " \\t\\n\\x0b\\f\\r"}
 _SIMPLE_ESCAPES = {"t": 0x09, "n": 0x0A, "r": 0x0D, "f": 0x0C, "a": 0x07, "e": 0x1B}
 _CTRL_NAMES = {0x09: "\\t", 0x0A: "\\n", 0x0D: "\\r", 0x0C: "\\f"}
 
@@ -65,8 +82,9 @@ class JavaRegexError(ValueError):
     Raised instead of returning a pattern that would match differently from MM2.
     """
 
-    def __init__(self, pattern: str, position: int | None, reason: str,
-                 construct: str | None = None, kind: str = "unsupported") -> None:
+    def __init__(
+        self, pattern: str, position: int | None, reason: str, construct: str | None = None, kind: str = "unsupported"
+    ) -> None:
         self.pattern = pattern
         self.position = position
         self.reason = reason
@@ -178,11 +196,19 @@ class _Translator:
             self.k += 1
         return got
 
-    def _fail(self, reason: str, start: int, end: int | None = None,
-              invalid: bool = False) -> NoReturn:
+    def _fail(self, reason: str, start: int, end: int | None = None, invalid: bool = False) -> NoReturn:
         end = self._pos() if end is None else end
-        raise JavaRegexError(self.pattern, start, reason, self.pattern[start:max(end, start + 1)],
-                             "invalid" if invalid else "unsupported")
+        raise JavaRegexError(
+            self.pattern,
+            start,
+            reason,
+            self.pattern[start : max(end, start + 1)],
+            "invalid" if invalid else "unsupported",
+        )
+
+    def _bad(self, reason: str, start: int, end: int | None = None) -> NoReturn:
+        """Fail for something Java itself rejects (a PatternSyntaxException in MM2)."""
+        self._fail(reason, start, end, invalid=True)
 
     def _emit(self, text: str, pos: int, quantifiable: bool = True) -> None:
         self.out.append((text, pos))
@@ -220,7 +246,7 @@ class _Translator:
                 self._open_group()
             elif ch == ")":
                 if len(self.stack) == 1:
-                    self._fail("unmatched closing ')'", pos, invalid=True)
+                    self._bad("unmatched closing ')'", pos)
                 self.k += 1
                 self._emit(")" * (len(self.stack.pop().scopes) + 1), pos)
             elif ch == "|":
@@ -234,14 +260,10 @@ class _Translator:
                 self._emit(ch, pos)
         if len(self.stack) > 1:
             start = self.stack[-1].start
-            self._fail("unclosed group", start, start + 1, invalid=True)
+            self._bad("unclosed group", start, start + 1)
         self._emit(")" * len(self.stack[0].scopes), len(self.pattern))
-        offsets, positions, total = [], [], 0
-        for text, pos in self.out:
-            offsets.append(total)
-            positions.append(pos)
-            total += len(text)
-        return "".join(t for t, _ in self.out), offsets, positions
+        offsets = [0, *accumulate(len(text) for text, _ in self.out)][:-1]
+        return "".join(t for t, _ in self.out), offsets, [pos for _, pos in self.out]
 
     # -- quantifiers -------------------------------------------------------------
     def _quantifier(self) -> None:
@@ -251,16 +273,14 @@ class _Translator:
         if c == "{":  # Java: only {n}, {n,} and {n,m}; anything else is an error
             lo = self._take("0123456789")
             if not lo:
-                self._fail("illegal repetition: '{' must start a quantifier {n}, {n,} or {n,m}; "
-                           "write \\{ for a literal brace", start, invalid=True)
+                self._bad("illegal repetition: '{' must start {n}, {n,} or {n,m}; write \\{ for a literal brace", start)
             comma = self._take(",", 1)
             hi = self._take("0123456789") if comma else ""
             if self._peek() != "}":
-                self._fail("unclosed counted quantifier: expected {n}, {n,} or {n,m}",
-                           start, invalid=True)
+                self._bad("unclosed counted quantifier: expected {n}, {n,} or {n,m}", start)
             self.k += 1
             if hi and int(hi) < int(lo):
-                self._fail("illegal repetition range: maximum is below minimum", start, invalid=True)
+                self._bad("illegal repetition range: maximum is below minimum", start)
             text = "{" + lo + comma + hi + "}"
         self._skip_space()
         if self._peek_in("?+"):  # lazy / possessive: Python 3.11 has both
@@ -269,8 +289,7 @@ class _Translator:
         if not self.quantifiable and c == "{":
             text = ""  # Java repeats an empty string here (e.g. "a{2}{3}"): a no-op
         elif not self.quantifiable:
-            self._fail(f"dangling quantifier '{c}': there is nothing before it to repeat",
-                       start, start + 1, invalid=True)
+            self._bad(f"dangling quantifier '{c}': there is nothing before it to repeat", start, start + 1)
         self._emit(text, start, quantifiable=False)
 
     # -- groups and inline flags -------------------------------------------------
@@ -297,7 +316,7 @@ class _Translator:
             self.k += 1
             name = self._group_name(start)
             if name in self.names:
-                self._fail(f"named group <{name}> is already defined", start, invalid=True)
+                self._bad(f"named group <{name}> is already defined", start)
             self.names.add(name)
             self.groups += 1
             return self._push(f"(?P<{name}>", start, flags)
@@ -308,16 +327,14 @@ class _Translator:
             if c == "-" and target is on:
                 target = off
             elif c == "c":
-                self._fail("CANON_EQ (canonical equivalence) has no Python re equivalent",
-                           start, self._pos() + 1)
+                self._fail("CANON_EQ (canonical equivalence) has no Python re equivalent", start, self._pos() + 1)
             elif c in "imsxduU":
                 target.update({c, "u"} if c == "U" else {c})
             else:
-                self._fail(f"unknown inline flag '{c}' (Java knows i d m s u x U)",
-                           start, self._pos() + 1, invalid=True)
+                self._bad(f"unknown inline flag '{c}' (Java knows i d m s u x U)", start, self._pos() + 1)
             self.k += 1
         if c == "":
-            self._fail("unknown group construct or unclosed inline flags", start, invalid=True)
+            self._bad("unknown group construct or unclosed inline flags", start)
         self.k += 1
         new_flags = frozenset((flags | on) - off)
         prefix = _py_flags(on, off)
@@ -337,9 +354,9 @@ class _Translator:
     def _group_name(self, start: int) -> str:
         name = self._take("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
         if not name or not name[0].isalpha():
-            self._fail("a group name must start with an ASCII letter", start, invalid=True)
+            self._bad("a group name must start with an ASCII letter", start)
         if self._peek() != ">":
-            self._fail("group name is missing its closing '>'", start, invalid=True)
+            self._bad("group name is missing its closing '>'", start)
         self.k += 1
         return name
 
@@ -355,18 +372,16 @@ class _Translator:
         while True:
             self._skip_space()
             if self.k >= len(self.toks):
-                self._fail("unclosed character class", start, invalid=True)
+                self._bad("unclosed character class", start)
             pos, c = self.toks[self.k][1], self._peek()
             if c == "]" and not empty:
                 self.k += 1
                 return "".join(parts) + "]"
             if c == "[":
-                self._fail("nested character classes / unions like [a-z[0-9]] are not supported "
-                           "(Python would read '[' as a literal); write one flat class or "
-                           "escape it as \\[", pos, pos + 1)
+                msg = "nested character classes / unions like [a-z[0-9]] are not supported; use one flat class or \\["
+                self._fail(msg, pos, pos + 1)
             if c == "&" and self._peek(1) == "&":
-                self._fail("character class intersection '&&' has no Python re equivalent",
-                           pos, pos + 2)
+                self._fail("character class intersection '&&' has no Python re equivalent", pos, pos + 2)
             empty = False
             text, cp = self._class_atom(start)
             self._skip_space()
@@ -374,13 +389,13 @@ class _Translator:
                 self.k += 1
                 end_text, end_cp = self._class_atom(start, is_range=True)
                 if end_cp is None or end_cp < cp:
-                    self._fail("illegal character range", pos, invalid=True)
+                    self._bad("illegal character range", pos)
                 text = f"{text}-{end_text}"
             parts.append(text)
 
     def _class_atom(self, start: int, is_range: bool = False) -> tuple[str, int | None]:
         if self.k >= len(self.toks):
-            self._fail("unclosed character class", start, invalid=True)
+            self._bad("unclosed character class", start)
         ch, _, quoted = self.toks[self.k]
         if quoted or ch != "\\":
             self.k += 1
@@ -392,7 +407,7 @@ class _Translator:
         """Translate the escape at ``k``: (python text, code point if a single char)."""
         start = self._pos()
         if self.k + 1 >= len(self.toks):
-            self._fail("the pattern ends with a lone backslash", start, invalid=True)
+            self._bad("the pattern ends with a lone backslash", start)
         c = self.toks[self.k + 1][0]
         self.k += 2
         if c in _SIMPLE_ESCAPES:
@@ -401,38 +416,36 @@ class _Translator:
         if c == "0":
             digits = self._take("01234567", 2 if self._peek_in("4567") else 3)
             if not digits:
-                self._fail("\\0 must be followed by 1-3 octal digits", start, invalid=True)
+                self._bad("\\0 must be followed by 1-3 octal digits", start)
             return _hex(int(digits, 8)), int(digits, 8)
         if c == "x":
             if self._peek() == "{":
                 self.k += 1
                 digits = self._take(_HEX)
                 if not digits or self._peek() != "}":
-                    self._fail("\\x{...} needs hex digits and a closing '}'", start, invalid=True)
+                    self._bad("\\x{...} needs hex digits and a closing '}'", start)
                 self.k += 1
                 cp = int(digits, 16)
                 if cp > 0x10FFFF:
-                    self._fail("hexadecimal code point is too big", start, invalid=True)
+                    self._bad("hexadecimal code point is too big", start)
                 return f"\\U{cp:08x}", cp
             digits = self._take(_HEX, 2)
             if len(digits) != 2:
-                self._fail("\\x needs exactly two hex digits or \\x{...}", start, invalid=True)
+                self._bad("\\x needs exactly two hex digits or \\x{...}", start)
             return _hex(int(digits, 16)), int(digits, 16)
         if c == "u":
             digits = self._take(_HEX, 4)
             if len(digits) != 4:
-                self._fail("\\u needs exactly four hex digits", start, invalid=True)
+                self._bad("\\u needs exactly four hex digits", start)
             cp = int(digits, 16)
-            low = "".join(self._peek(j) for j in range(2, 6))
-            if (0xD800 <= cp < 0xDC00 and self._peek() == "\\" and self._peek(1) == "u"
-                    and len(low) == 4 and all(d in _HEX for d in low)
-                    and 0xDC00 <= int(low, 16) < 0xE000):  # Java joins surrogate pairs
-                self.k += 6
-                cp = 0x10000 + ((cp - 0xD800) << 10) + (int(low, 16) - 0xDC00)
+            low = "".join(self._peek(j) for j in range(6))
+            if 0xD800 <= cp < 0xDC00 and re.fullmatch(r"\\u[dD][c-fC-F][0-9a-fA-F]{2}", low):
+                self.k += 6  # Java joins an escaped surrogate pair into one code point
+                cp = 0x10000 + ((cp - 0xD800) << 10) + (int(low[-4:], 16) - 0xDC00)
             return _hex(cp), cp
         if c == "c":
             if self.k >= len(self.toks):
-                self._fail("\\c needs a control character letter", start, invalid=True)
+                self._bad("\\c needs a control character letter", start)
             cp = ord(self.toks[self.k][0]) ^ 64
             self.k += 1
             return _hex(cp), cp
@@ -441,8 +454,16 @@ class _Translator:
             try:
                 cp = ord(unicodedata.lookup(name))
             except KeyError:
-                self._fail(f"unknown Unicode character name '{name}'", start, invalid=True)
+                self._bad(f"unknown Unicode character name '{name}'", start)
             return _hex(cp), cp
+        if c in "dDwWsSbB" and "u" in self.stack[-1].flags and "U" not in self.stack[-1].flags:
+            # Java's u (UNICODE_CASE) alone only widens case folding; keep these ASCII.
+            if not in_class:
+                return ("(?!(?a:\\b))" if c == "B" else f"(?a:\\{c})"), None
+            if c in "dws":
+                return _ASCII_SHORTHAND[c], None
+            if c in "DWS":
+                self._fail("a negated shorthand class in [...] under (?u) cannot stay ASCII-only in Python", start)
         if c in "dDwWsS":
             return "\\" + c, None
         if c == "v" and in_class and (is_range or self._peek() == "-"):
@@ -453,8 +474,7 @@ class _Translator:
         if in_class and c in "HVP":
             if c == "P":
                 self._property(start)  # rejects non-POSIX names first
-            self._fail("a negated class inside a character class cannot be expressed in "
-                       "Python's re; move it out or list the characters", start)
+            self._fail("a negated class inside a character class cannot be expressed in Python's re", start)
         if c in "HV":
             return f"[^{_HSPACE if c == 'H' else _VSPACE}]", None
         if c in "pP":
@@ -463,7 +483,7 @@ class _Translator:
         if c.isdigit() and c.isascii() and not in_class:
             return self._backref(int(c)), None
         if in_class and c in "123456789ABGRXZbzk":
-            self._fail("this escape is not allowed inside a character class", start, invalid=True)
+            self._bad("this escape is not allowed inside a character class", start)
         if c == "b" and self._peek() == "{" and self._peek(1) == "g" and self._peek(2) == "}":
             self.k += 3
             self._fail("Python's re has no grapheme cluster boundaries", start)
@@ -483,14 +503,14 @@ class _Translator:
             self._fail("Python's re has no extended grapheme cluster matcher", start)
         if c == "k":
             if self._peek() != "<":
-                self._fail("\\k must be followed by <name>", start, invalid=True)
+                self._bad("\\k must be followed by <name>", start)
             self.k += 1
             name = self._group_name(start)
             if name not in self.names:
-                self._fail(f"named group <{name}> does not exist", start, invalid=True)
+                self._bad(f"named group <{name}> does not exist", start)
             return f"(?P={name})", None
         if c.isascii() and c.isalnum():
-            self._fail(f"'\\{c}' is not a Java escape sequence", start, invalid=True)
+            self._bad(f"'\\{c}' is not a Java escape sequence", start)
         return _lit(ord(c)), ord(c)  # escaped punctuation / non-ASCII: a literal
 
     def _backref(self, num: int) -> str:
@@ -508,14 +528,14 @@ class _Translator:
     def _braced(self, start: int, what: str) -> str:
         """The text of a ``{...}`` argument (as in ``\\p{Lower}``, ``\\N{name}``)."""
         if self._peek() != "{":
-            self._fail(f"{what} must be followed by {{...}}", start, invalid=True)
+            self._bad(f"{what} must be followed by {{...}}", start)
         first = self.k + 1
         while self.k < len(self.toks) and self._peek() != "}":
             self.k += 1
         if self.k >= len(self.toks):
-            self._fail(f"unclosed {what}{{...}}", start, invalid=True)
+            self._bad(f"unclosed {what}{{...}}", start)
         self.k += 1
-        return "".join(t[0] for t in self.toks[first:self.k - 1])
+        return "".join(t[0] for t in self.toks[first : self.k - 1])
 
     def _property(self, start: int) -> str:
         """Inside of a class for \\p{...}/\\pX (POSIX ASCII only), else reject."""
@@ -528,19 +548,16 @@ class _Translator:
             return _POSIX[name]
         key = name.split("=", 1)[0].lower() if "=" in name else ""
         if name in _POSIX:
-            reason = "under (?U) Java's POSIX classes are Unicode properties, which Python's re lacks"
-        elif name.startswith("In") or key in ("blk", "block"):
-            reason = "Python's re has no Unicode block classes; use an explicit character range"
+            self._fail("under (?U) Java's POSIX classes are Unicode properties, which Python's re lacks", start)
+        if name.startswith("In") or key in ("blk", "block"):
+            what = "block classes"
         elif name.startswith("java"):
-            reason = ("java.lang.Character classes are Unicode-based and have no Python re "
-                      "equivalent; use an explicit character range")
+            what = "java.lang.Character classes"
         elif name.startswith("Is") or key in ("sc", "script"):
-            reason = ("Python's re has no Unicode script or binary property classes; "
-                      "use an explicit character range")
+            what = "script or binary property classes"
         else:
-            reason = ("Python's re has no Unicode category/property classes; "
-                      "use an explicit character range (POSIX names like \\p{Alpha} work)")
-        self._fail(reason, start)
+            what = "category/property classes (only POSIX names like \\p{Alpha} translate)"
+        self._fail(f"Python's re has no Unicode {what}; use an explicit character range", start)
 
 
 def translate(java_pattern: str) -> str:
@@ -565,8 +582,7 @@ def compile_java(java_pattern: str) -> re.Pattern[str]:
         at = getattr(exc, "pos", None)
         pos = positions[bisect_right(offsets, at) - 1] if at is not None and offsets else None
         msg = getattr(exc, "msg", str(exc))
-        raise JavaRegexError(java_pattern, pos,
-                             f"Python's re rejects the translation {py!r}: {msg}") from exc
+        raise JavaRegexError(java_pattern, pos, f"Python's re rejects the translation {py!r}: {msg}") from exc
 
 
 def compile_pattern_list(items: Sequence[str]) -> re.Pattern[str] | None:

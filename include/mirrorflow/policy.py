@@ -83,10 +83,8 @@ class ReplicationPolicy:
         """Kafka's, Connect's and MM2's own topics, which are never replicated."""
         return (
             self.is_mm2_internal_topic(topic)
-            or topic.startswith("__")
-            or topic.startswith(".")
-            or topic.endswith("-internal")
-            or topic.endswith(".internal")
+            or topic.startswith(("__", "."))
+            or topic.endswith(("-internal", ".internal"))
         )
 
 
@@ -156,8 +154,12 @@ class IdentityReplicationPolicy(DefaultReplicationPolicy):
     ending in ``heartbeats``, as in Java) still get the default prefix so lineage stays visible.
     """
 
-    def __init__(self, source_cluster_alias: str | None = None, separator: str = DEFAULT_SEPARATOR,
-                 internal_separator_enabled: bool = True) -> None:
+    def __init__(
+        self,
+        source_cluster_alias: str | None = None,
+        separator: str = DEFAULT_SEPARATOR,
+        internal_separator_enabled: bool = True,
+    ) -> None:
         super().__init__(separator, internal_separator_enabled)
         self.source_cluster_alias = source_cluster_alias
 
@@ -207,7 +209,6 @@ JAVA_POLICIES: dict[str, type[ReplicationPolicy]] = {
     "DefaultReplicationPolicy": DefaultReplicationPolicy,
     "IdentityReplicationPolicy": IdentityReplicationPolicy,
 }
-
 
 
 def policy_class(name: str) -> type[ReplicationPolicy]:

@@ -22,8 +22,15 @@ def mirrorflow(*args: str, env: dict[str, str] | None = None) -> subprocess.Comp
     """Run the installed console script (falls back to the module when run outside the venv)."""
     exe = Path(sys.executable).parent / "mirrorflow"
     cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "include.mirrorflow.cli"]
-    return subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=120, cwd=REPO,
-                          env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [*cmd, *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+        env={**os.environ, **(env or {})},
+    )
 
 
 @pytest.mark.integration
@@ -42,8 +49,16 @@ def test_dev_up_gives_two_clusters_and_down_leaves_nothing(tmp_path: Path) -> No
         primary, backup = f"127.0.0.1:{primary_port}", f"127.0.0.1:{backup_port}"
         for bootstrap in (primary, backup):
             topic = create_topic(bootstrap, "cli-roundtrip", partitions=2)
-            sent = [{"key": b"k%d" % i, "value": b"v%d" % i, "partition": i % 2,
-                     "headers": [("h", b"x")], "timestamp": 1_700_000_000_000 + i} for i in range(10)]
+            sent = [
+                {
+                    "key": b"k%d" % i,
+                    "value": b"v%d" % i,
+                    "partition": i % 2,
+                    "headers": [("h", b"x")],
+                    "timestamp": 1_700_000_000_000 + i,
+                }
+                for i in range(10)
+            ]
             produce(bootstrap, topic, sent)
             got = sorted(read_all(bootstrap, topic), key=lambda r: (r.partition, r.offset))
             assert sorted((r.key, r.value) for r in got) == sorted((s["key"], s["value"]) for s in sent)
@@ -87,12 +102,16 @@ def test_config_show_redacts_secrets_everywhere(tmp_path: Path) -> None:
     config = tmp_path / "mm2.properties"
     config.write_text(
         "clusters = a, b\na.bootstrap.servers = h:1\nb.bootstrap.servers = h:2\na->b.enabled = true\n"
-        f"b.sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule required username=\"u\" password=\"{secret}\";\n"
+        f'b.sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="{secret}";\n'
         f"b.ssl.key.password = {secret}\na.producer.ssl.keystore.password = {secret}\n"
         f"sasl.mechanism = PLAIN password={secret}\n"
     )
-    for args in (["config", "show", str(config)], ["config", "show", str(config), "--json"],
-                 ["config", "show", str(config), "--flow", "a->b"], ["config", "validate", str(config)]):
+    for args in (
+        ["config", "show", str(config)],
+        ["config", "show", str(config), "--json"],
+        ["config", "show", str(config), "--flow", "a->b"],
+        ["config", "validate", str(config)],
+    ):
         result = mirrorflow(*args)
         assert result.returncode == 0, result.stderr
         assert secret not in result.stdout + result.stderr

@@ -20,13 +20,25 @@ def errors_of(text: str) -> list[str]:
 
 def test_mm2_defaults_with_their_origin() -> None:
     flow = parse_config(BASE).flow("A", "B")
-    expected = {"topics": ".*", "groups": ".*", "offset.lag.max": "100", "replication.factor": "2",
-                "offset-syncs.topic.location": "source", "sync.group.offsets.enabled": "false",
-                "emit.checkpoints.interval.seconds": "60", "refresh.topics.interval.seconds": "600",
-                "emit.heartbeats.interval.seconds": "1", "tasks.max": "1", "replication.policy.separator": ".",
-                "groups.exclude": "console-consumer-.*, connect-.*, __.*",
-                "topics.exclude": r".*[\-\.]internal, .*\.replica, __.*", "mirrorflow.delivery": "exactly-once",
-                "mirrorflow.schedule": "5m", "heartbeats.replication.enabled": "true", "use.defaults.from": "target"}
+    expected = {
+        "topics": ".*",
+        "groups": ".*",
+        "offset.lag.max": "100",
+        "replication.factor": "2",
+        "offset-syncs.topic.location": "source",
+        "sync.group.offsets.enabled": "false",
+        "emit.checkpoints.interval.seconds": "60",
+        "refresh.topics.interval.seconds": "600",
+        "emit.heartbeats.interval.seconds": "1",
+        "tasks.max": "1",
+        "replication.policy.separator": ".",
+        "groups.exclude": "console-consumer-.*, connect-.*, __.*",
+        "topics.exclude": r".*[\-\.]internal, .*\.replica, __.*",
+        "mirrorflow.delivery": "exactly-once",
+        "mirrorflow.schedule": "5m",
+        "heartbeats.replication.enabled": "true",
+        "use.defaults.from": "target",
+    }
     for key, value in expected.items():
         assert flow.get(key) == value, key
     assert flow.settings["offset.lag.max"].origin.describe() == "MM2 default"
@@ -64,8 +76,10 @@ def test_deprecated_blacklist_names_are_accepted() -> None:
 
 
 def test_client_precedence_alias_role_over_alias_over_top_level() -> None:
-    text = BASE + ("security.protocol = SSL\nsasl.mechanism = PLAIN\nB.sasl.mechanism = SCRAM-SHA-512\n"
-                   "B.producer.sasl.mechanism = GSSAPI\n")
+    text = BASE + (
+        "security.protocol = SSL\nsasl.mechanism = PLAIN\nB.sasl.mechanism = SCRAM-SHA-512\n"
+        "B.producer.sasl.mechanism = GSSAPI\n"
+    )
     flow = parse_config(text).flow("A", "B")
     assert flow.client_config("target", "producer")["sasl.mechanism"] == "GSSAPI"
     assert flow.client_config("target", "admin")["sasl.mechanism"] == "SCRAM-SHA-512"
@@ -99,7 +113,9 @@ def test_top_level_client_keys_mm2_drops_are_applied_and_reported() -> None:
 
 
 def test_consumer_forced_settings() -> None:
-    flow = parse_config(BASE + "A.consumer.enable.auto.commit = true\nA.consumer.auto.offset.reset = latest\n").flow("A", "B")
+    flow = parse_config(BASE + "A.consumer.enable.auto.commit = true\nA.consumer.auto.offset.reset = latest\n").flow(
+        "A", "B"
+    )
     consumer = flow.client_config("source", "consumer")
     assert consumer["enable.auto.commit"] == "false"
     assert consumer["auto.offset.reset"] == "latest"
@@ -117,7 +133,9 @@ def test_policy_settings_reach_the_policy() -> None:
     flow = parse_config(BASE + "replication.policy.separator = _\n").flow("A", "B")
     assert flow.policy.format_remote_topic("A", "t") == "A_t"
     assert flow.internal_topics()["offset syncs"] == "mm2-offset-syncs_B_internal on A"
-    identity = parse_config(BASE + "A->B.replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n")
+    identity = parse_config(
+        BASE + "A->B.replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n"
+    )
     policy = identity.flow("A", "B").policy
     assert isinstance(policy, IdentityReplicationPolicy) and policy.source_cluster_alias == "A"
 
@@ -133,12 +151,14 @@ def test_should_replicate_topic_follows_mm2() -> None:
 
 
 def test_families_schedules_and_default_family() -> None:
-    text = BASE + ("A->B.mirrorflow.families = orders, payments\n"
-                   "A->B.mirrorflow.family.orders.topics = orders\\\\..*\n"
-                   "A->B.mirrorflow.family.orders.schedule = 2m\n"
-                   "A->B.mirrorflow.family.payments.topics = pay.*\n"
-                   "A->B.mirrorflow.family.payments.schedule = */10 * * * *\n"
-                   "mirrorflow.family.default.schedule = @hourly\n")
+    text = BASE + (
+        "A->B.mirrorflow.families = orders, payments\n"
+        "A->B.mirrorflow.family.orders.topics = orders\\\\..*\n"
+        "A->B.mirrorflow.family.orders.schedule = 2m\n"
+        "A->B.mirrorflow.family.payments.topics = pay.*\n"
+        "A->B.mirrorflow.family.payments.schedule = */10 * * * *\n"
+        "mirrorflow.family.default.schedule = @hourly\n"
+    )
     flow = parse_config(text).flow("A", "B")
     assert [f.name for f in flow.families] == ["orders", "payments", "default"]
     assert flow.family_of("orders.eu").name == "orders"
@@ -155,15 +175,21 @@ def test_families_without_configuration_give_one_default_family_every_5_minutes(
 
 
 def test_family_overlap_is_found_before_any_topic_exists() -> None:
-    errors = errors_of(BASE + "A->B.mirrorflow.families = eu, orders\nA->B.mirrorflow.family.eu.topics = .*\\\\.eu\n"
-                       "A->B.mirrorflow.family.orders.topics = orders\\\\..*\n")
-    assert any("families 'eu'" in e and "'orders'" in e and "both claim topics such as 'orders.eu'" in e for e in errors)
+    errors = errors_of(
+        BASE + "A->B.mirrorflow.families = eu, orders\nA->B.mirrorflow.family.eu.topics = .*\\\\.eu\n"
+        "A->B.mirrorflow.family.orders.topics = orders\\\\..*\n"
+    )
+    assert any(
+        "families 'eu'" in e and "'orders'" in e and "both claim topics such as 'orders.eu'" in e for e in errors
+    )
 
 
 def test_family_conflict_at_run_time_names_topic_and_families() -> None:
     # Backreferences are beyond the static check; the run-time check still refuses the ambiguity.
-    text = BASE + ("A->B.mirrorflow.families = x, y\nA->B.mirrorflow.family.x.topics = (o)rders\\\\1?\n"
-                   "A->B.mirrorflow.family.y.topics = orders\n")
+    text = BASE + (
+        "A->B.mirrorflow.families = x, y\nA->B.mirrorflow.family.x.topics = (o)rders\\\\1?\n"
+        "A->B.mirrorflow.family.y.topics = orders\n"
+    )
     flow = parse_config(text).flow("A", "B")
     with pytest.raises(FamilyConflictError, match="topic 'orders' is claimed by families 'x'"):
         flow.family_of("orders")
@@ -171,18 +197,18 @@ def test_family_conflict_at_run_time_names_topic_and_families() -> None:
 
 def test_all_problems_are_reported_at_once_with_lines(tmp_path: Path) -> None:
     text = (
-        "clusters = A, B\n"                                   # 1
-        "A.bootstrap.servers = a:9092\n"                      # 2  (B has none)
-        "A->C.enabled = true\n"                               # 3  unknown alias
-        "A->A.enabled = true\n"                               # 4  self flow
-        "A->B.enabled = true\n"                               # 5
-        "A->B.topics = orders(\n"                             # 6  bad regex
-        "replication.policy.class = com.example.Policy\n"     # 7  unknown class
-        "A->B.offset.lag.max = many\n"                        # 8  not an int
-        "A->B.mirrorflow.families = x, default\n"             # 9  reserved name, x has no topics
-        "A->B.mirrorflow.family.y.topics = y\n"               # 10 family not listed
-        "A->B.mirrorflow.family.x.schedule = sometimes\n"     # 11 bad schedule
-        "A→B.enabled = true\n"                                # 12 wrong arrow
+        "clusters = A, B\n"  # 1
+        "A.bootstrap.servers = a:9092\n"  # 2  (B has none)
+        "A->C.enabled = true\n"  # 3  unknown alias
+        "A->A.enabled = true\n"  # 4  self flow
+        "A->B.enabled = true\n"  # 5
+        "A->B.topics = orders(\n"  # 6  bad regex
+        "replication.policy.class = com.example.Policy\n"  # 7  unknown class
+        "A->B.offset.lag.max = many\n"  # 8  not an int
+        "A->B.mirrorflow.families = x, default\n"  # 9  reserved name, x has no topics
+        "A->B.mirrorflow.family.y.topics = y\n"  # 10 family not listed
+        "A->B.mirrorflow.family.x.schedule = sometimes\n"  # 11 bad schedule
+        "A→B.enabled = true\n"  # 12 wrong arrow
     )
     path = tmp_path / "mm2.properties"
     path.write_text(text)
@@ -213,8 +239,10 @@ def test_unreadable_file_and_missing_clusters(tmp_path: Path) -> None:
 
 
 def test_secret_values_never_appear_in_errors() -> None:
-    errors = errors_of(BASE + "B.ssl.key.password = hunter2\nA->B.ssl.keystore.password = x\n"
-                       "admin.timeout.ms = ssl.keystore.password=hunter2\n")
+    errors = errors_of(
+        BASE + "B.ssl.key.password = hunter2\nA->B.ssl.keystore.password = x\n"
+        "admin.timeout.ms = ssl.keystore.password=hunter2\n"
+    )
     assert errors and not any("hunter2" in e for e in errors)
 
 

@@ -16,8 +16,14 @@ def test_split_list_like_configdef() -> None:
 
 @pytest.mark.parametrize(
     ("topic", "replicated"),
-    [("orders", True), ("mm2-offsets.A.internal", False), ("connect-internal", False), ("x.replica", False),
-     ("__consumer_offsets", False), ("heartbeats", True)],
+    [
+        ("orders", True),
+        ("mm2-offsets.A.internal", False),
+        ("connect-internal", False),
+        ("x.replica", False),
+        ("__consumer_offsets", False),
+        ("heartbeats", True),
+    ],
 )
 def test_default_topic_filter(topic: str, replicated: bool) -> None:
     assert TopicFilter().should_replicate_topic(topic) is replicated
@@ -52,8 +58,12 @@ def test_default_group_filter() -> None:
 def test_config_property_filter() -> None:
     props = ConfigPropertyFilter()
     assert props.should_replicate_config_property("retention.ms")
-    for excluded in ("min.insync.replicas", "message.timestamp.type", "unclean.leader.election.enable",
-                     "follower.replication.throttled.replicas"):
+    for excluded in (
+        "min.insync.replicas",
+        "message.timestamp.type",
+        "unclean.leader.election.enable",
+        "follower.replication.throttled.replicas",
+    ):
         assert not props.should_replicate_config_property(excluded)
     assert not props.should_replicate_source_default("retention.ms")
     assert ConfigPropertyFilter(use_defaults_from="source").should_replicate_source_default("retention.ms")

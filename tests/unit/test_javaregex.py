@@ -7,6 +7,7 @@ constructs Python cannot express or Java rejects - by the error it raises.
 
 from __future__ import annotations
 
+import pickle
 import re
 import warnings
 
@@ -91,7 +92,7 @@ BEHAVIOUR = [
     (r"\p{Alpha}+", ["aZ"], ["a1"]),
     (r"\p{Digit}", ["7"], ["a", "\u0663"]),
     (r"\p{Alnum}+", ["a1Z"], ["_"]),
-    (r"\p{Punct}+", ["!/:@[`{~\"\\"], ["a", " "]),
+    (r"\p{Punct}+", ['!/:@[`{~"\\'], ["a", " "]),
     (r"\p{Graph}+", ["a!~"], [" "]),
     (r"\p{Print}+", ["a !~"], ["\t"]),
     (r"\p{Blank}+", [" \t"], ["\n"]),
@@ -158,43 +159,47 @@ def test_behaviour(java: str, yes: list[str], no: list[str]) -> None:
     check(java, yes, no)
 
 
-@pytest.mark.parametrize(("java", "python"), [
-    ("a(?i)b|c", "a(?i:b)|(?i:c)"),
-    ("(a(?i)b|c)d", "(a(?i:b)|(?i:c))d"),
-    ("(?i)abc", "(?i)abc"),
-    ("(?is)x(?-i)y", "(?is)x(?-i:y)"),
-    ("(?u)x", "(?u:x)"),
-    ("(?-i)x", "(?-i:x)"),
-    ("(?x)a b", "ab"),
-    ("(?d)a", "a"),
-    ("(?i:a)", "(?i:a)"),
-    ("(?x:a)", "(?:a)"),
-    ("(?U-i:a)", "(?u-i:a)"),
-    ("a(?-u)b", "a(?a:b)"),
-    (r"\Qa.b\E", r"a\.b"),
-    (r"(?<n>x)\k<n>", "(?P<n>x)(?P=n)"),
-    (r"a\z", r"a\Z"),
-    (r"a\Z", r"a(?=(?:\r\n|[\n\r\u0085\u2028\u2029])?\Z)"),
-    (r"\R", r"(?:\r\n|[\n\x0b\f\r\x85\u2028\u2029])"),
-    (r"\x{1F600}", r"\U0001f600"),
-    (r"\e\a", r"\x1b\x07"),
-    (r"\h", "[ \\t\\xa0\\u1680\\u180e\\u2000-\\u200a\\u202f\\u205f\\u3000]"),
-    (r"\V", "[^\\n\\x0b\\f\\r\\x85\\u2028\\u2029]"),
-    (r"\p{Lower}", "[a-z]"),
-    (r"\P{Digit}", "[^0-9]"),
-    (r"[\p{Alpha}_]", "[a-zA-Z_]"),
-    ("a*+b++c?+d{1,2}+(?>e)", "a*+b++c?+d{1,2}+(?>e)"),
-    (".*[\\-\\.]internal", ".*[\\-\\.]internal"),
-    ("[]a]", "[\\]a]"),
-    ("[a-]", "[a\\-]"),
-    (r"[\[]", r"[\[]"),
-    (r"(a)\12", r"(a)(?:\1)2"),
-])
+@pytest.mark.parametrize(
+    ("java", "python"),
+    [
+        ("a(?i)b|c", "a(?i:b)|(?i:c)"),
+        ("(a(?i)b|c)d", "(a(?i:b)|(?i:c))d"),
+        ("(?i)abc", "(?i)abc"),
+        ("(?is)x(?-i)y", "(?is)x(?-i:y)"),
+        ("(?u)x", "(?u:x)"),
+        ("(?-i)x", "(?-i:x)"),
+        ("(?x)a b", "ab"),
+        ("(?d)a", "a"),
+        ("(?i:a)", "(?i:a)"),
+        ("(?x:a)", "(?:a)"),
+        ("(?U-i:a)", "(?u-i:a)"),
+        ("a(?-u)b", "a(?a:b)"),
+        (r"\Qa.b\E", r"a\.b"),
+        (r"(?<n>x)\k<n>", "(?P<n>x)(?P=n)"),
+        (r"a\z", r"a\Z"),
+        (r"a\Z", r"a(?=(?:\r\n|[\n\r\u0085\u2028\u2029])?\Z)"),
+        (r"\R", r"(?:\r\n|[\n\x0b\f\r\x85\u2028\u2029])"),
+        (r"\x{1F600}", r"\U0001f600"),
+        (r"\e\a", r"\x1b\x07"),
+        (r"\h", "[ \\t\\xa0\\u1680\\u180e\\u2000-\\u200a\\u202f\\u205f\\u3000]"),
+        (r"\V", "[^\\n\\x0b\\f\\r\\x85\\u2028\\u2029]"),
+        (r"\p{Lower}", "[a-z]"),
+        (r"\P{Digit}", "[^0-9]"),
+        (r"[\p{Alpha}_]", "[a-zA-Z_]"),
+        ("a*+b++c?+d{1,2}+(?>e)", "a*+b++c?+d{1,2}+(?>e)"),
+        (".*[\\-\\.]internal", ".*[\\-\\.]internal"),
+        ("[]a]", "[\\]a]"),
+        ("[a-]", "[a\\-]"),
+        (r"[\[]", r"[\[]"),
+        (r"(a)\12", r"(a)(?:\1)2"),
+    ],
+)
 def test_translation_text(java: str, python: str) -> None:
     assert translate(java) == python
 
 
 # --- backreferences follow Java's digit rules -----------------------------------------------
+
 
 def test_backreference_takes_digits_only_while_group_exists() -> None:
     # Java: \12 with one group is \1 followed by a literal '2'.
@@ -203,12 +208,18 @@ def test_backreference_takes_digits_only_while_group_exists() -> None:
     check(twelve + r"\12", ["abcdefghijkll"], ["abcdefghijkla2"])
 
 
+def test_backreference_in_comments_mode_is_not_merged_with_a_later_digit() -> None:
+    assert translate(r"(?x)(a)\1 2") == r"(a)(?:\1)2"
+    check(r"(?x)(a)\1 2", ["aa2"], ["a"])
+
+
 def test_backreference_to_missing_group_never_matches() -> None:
     # Java compiles it (the group "never matched"), Python would refuse it.
     check(r"a\2|b", ["b"], ["a", "a2"])
 
 
 # --- ASCII semantics like Java's defaults ----------------------------------------------------
+
 
 def test_shorthand_classes_are_ascii_only() -> None:
     assert not matches(r"\w", "é")
@@ -228,6 +239,19 @@ def test_case_insensitive_is_ascii_only_unless_unicode_case() -> None:
     assert matches("(?iu)é", "É")
     assert matches("(?iu)k", "\u212a")
     assert matches("(?i)(?u)é", "É")
+
+
+def test_unicode_case_alone_keeps_shorthands_ascii() -> None:
+    # Java's u (UNICODE_CASE) only changes case folding; \w \d \s \b stay ASCII.
+    assert not matches(r"(?u)\w", "é")
+    assert matches(r"(?iu)é\w", "Éa")
+    assert not matches(r"(?iu)[\w]", "é")
+    assert matches(r"(?iu)[\w]", "K")
+    assert matches(r"(?u)a\b.", "aé")
+    assert not matches(r"(?u)a\B.", "aé")
+    assert matches(r"(?u)\B", "")
+    with pytest.raises(JavaRegexError, match="negated shorthand"):
+        compile_java(r"(?u)[\W]")
 
 
 def test_unicode_character_class_flag() -> None:
@@ -259,12 +283,27 @@ def _split(value: str) -> list[str]:
 def test_mm2_default_topics_exclude() -> None:
     pattern = compile_pattern_list(_split(r".*[\-\.]internal, .*\.replica, __.*"))
     assert pattern is not None
-    for topic in ["mm2-offsets.a.internal", "mm2-configs.b.internal", "x-internal",
-                  "x.internal", "heartbeats.replica", "__consumer_offsets",
-                  "__transaction_state", "connect-status-internal"]:
+    for topic in [
+        "mm2-offsets.a.internal",
+        "mm2-configs.b.internal",
+        "x-internal",
+        "x.internal",
+        "heartbeats.replica",
+        "__consumer_offsets",
+        "__transaction_state",
+        "connect-status-internal",
+    ]:
         assert full_match(pattern, topic), topic
-    for topic in ["orders", "internal", "xinternal", "a.internal.b", "replica", "_single",
-                  "orders.replicas", "heartbeats"]:
+    for topic in [
+        "orders",
+        "internal",
+        "xinternal",
+        "a.internal.b",
+        "replica",
+        "_single",
+        "orders.replicas",
+        "heartbeats",
+    ]:
         assert not full_match(pattern, topic), topic
 
 
@@ -278,11 +317,20 @@ def test_mm2_default_groups_exclude() -> None:
 
 def test_mm2_default_config_properties_exclude() -> None:
     pattern = compile_pattern_list(MM2_CONFIG_EXCLUDE)
-    for key in ["follower.replication.throttled.replicas", "min.insync.replicas",
-                "message.timestamp.type", "unclean.leader.election.enable"]:
+    for key in [
+        "follower.replication.throttled.replicas",
+        "min.insync.replicas",
+        "message.timestamp.type",
+        "unclean.leader.election.enable",
+    ]:
         assert full_match(pattern, key), key
-    for key in ["followerXreplication.throttled.replicas", "retention.ms",
-                "cleanup.policy", "min.insync.replicas2", "message.timestamp.typeX"]:
+    for key in [
+        "followerXreplication.throttled.replicas",
+        "retention.ms",
+        "cleanup.policy",
+        "min.insync.replicas2",
+        "message.timestamp.typeX",
+    ]:
         assert not full_match(pattern, key), key
 
 
@@ -292,6 +340,7 @@ def test_mm2_default_include_everything() -> None:
 
 
 # --- compile_pattern_list / full_match ----------------------------------------------------
+
 
 def test_empty_pattern_list_matches_nothing() -> None:
     assert compile_pattern_list([]) is None
@@ -332,7 +381,7 @@ def test_pattern_list_error_reports_position_in_joined_pattern() -> None:
 
 def test_pattern_list_rejects_a_bare_string() -> None:
     with pytest.raises(TypeError):
-        compile_pattern_list("orders")  # type: ignore[arg-type]
+        compile_pattern_list("orders")
 
 
 def test_full_match_requires_the_whole_text() -> None:
@@ -416,8 +465,7 @@ ERRORS = [
 ]
 
 
-@pytest.mark.parametrize(("java", "construct", "position", "reason"), ERRORS,
-                         ids=[e[0] for e in ERRORS])
+@pytest.mark.parametrize(("java", "construct", "position", "reason"), ERRORS, ids=[e[0] for e in ERRORS])
 def test_errors(java: str, construct: str | None, position: int, reason: str | None) -> None:
     with pytest.raises(JavaRegexError) as info:
         compile_java(java)
@@ -446,6 +494,19 @@ def test_error_message_format() -> None:
     assert info.value.reason == "Python's re has no Unicode block classes; use an explicit character range"
 
 
+def test_error_survives_pickling() -> None:
+    with pytest.raises(JavaRegexError) as info:
+        compile_java("a{x}")
+    copy = pickle.loads(pickle.dumps(info.value))
+    assert (str(copy), copy.pattern, copy.position, copy.reason, copy.construct) == (
+        str(info.value),
+        "a{x}",
+        1,
+        info.value.reason,
+        "{",
+    )
+
+
 def test_invalid_java_is_labelled_invalid() -> None:
     with pytest.raises(JavaRegexError, match=r"^invalid Java regex construct '\{' at position 1"):
         compile_java("a{x}")
@@ -467,7 +528,13 @@ def test_python_compile_errors_are_mapped_to_java_positions() -> None:
 
 def test_translation_is_warning_free() -> None:
     patterns = [java for java, _, _ in BEHAVIOUR] + [
-        "[&a|~-]", "[--/]", "[a&b]", "[||]", "[~~]", r"[\[\]]", r"[\Q[&&~~\E]",
+        "[&a|~-]",
+        "[--/]",
+        "[a&b]",
+        "[||]",
+        "[~~]",
+        r"[\[\]]",
+        r"[\Q[&&~~\E]",
     ]
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 
 from include.mirrorflow.policy import (
-    DefaultReplicationPolicy, IdentityReplicationPolicy, PolicyError, ReplicationPolicy, is_cycle, java_split,
+    DefaultReplicationPolicy,
+    IdentityReplicationPolicy,
+    PolicyError,
+    ReplicationPolicy,
+    is_cycle,
+    java_split,
     load_policy,
 )
 
@@ -16,8 +21,15 @@ class PrefixlessPolicy(DefaultReplicationPolicy):
 
 @pytest.mark.parametrize(
     ("topic", "source", "upstream"),
-    [("a.", None, None), (".a", "", "a"), ("A.B.foo", "A", "B.foo"), ("...", None, None), ("orders", None, None),
-     ("", None, None), ("A.orders", "A", "orders")],
+    [
+        ("a.", None, None),
+        (".a", "", "a"),
+        ("A.B.foo", "A", "B.foo"),
+        ("...", None, None),
+        ("orders", None, None),
+        ("", None, None),
+        ("A.orders", "A", "orders"),
+    ],
 )
 def test_default_topic_source_uses_java_split(topic: str, source: str | None, upstream: str | None) -> None:
     policy = DefaultReplicationPolicy()
@@ -46,15 +58,19 @@ def test_default_names() -> None:
 
 
 def test_custom_separator_and_internal_separator_flag() -> None:
-    policy = load_policy("org.apache.kafka.connect.mirror.DefaultReplicationPolicy", {"replication.policy.separator": "_"})
+    policy = load_policy(
+        "org.apache.kafka.connect.mirror.DefaultReplicationPolicy", {"replication.policy.separator": "_"}
+    )
     assert policy.format_remote_topic("A", "orders") == "A_orders"
     assert policy.topic_source("A_orders_eu") == "A"
     assert policy.upstream_topic("A_orders_eu") == "orders_eu"
     assert policy.offset_syncs_topic("B") == "mm2-offset-syncs_B_internal"
     assert policy.checkpoints_topic("A") == "A_checkpoints_internal"
     assert policy.is_checkpoints_topic("A_checkpoints_internal")
-    legacy = load_policy("DefaultReplicationPolicy", {"replication.policy.separator": "__",
-                                                      "replication.policy.internal.topic.separator.enabled": "false"})
+    legacy = load_policy(
+        "DefaultReplicationPolicy",
+        {"replication.policy.separator": "__", "replication.policy.internal.topic.separator.enabled": "false"},
+    )
     assert legacy.format_remote_topic("A", "t") == "A__t"
     assert legacy.offset_syncs_topic("B") == "mm2-offset-syncs.B.internal"
     assert legacy.checkpoints_topic("A") == "A.checkpoints.internal"
@@ -72,8 +88,15 @@ def test_empty_separator_is_refused() -> None:
 
 @pytest.mark.parametrize(
     ("topic", "internal"),
-    [("__consumer_offsets", True), (".hidden", True), ("mm2-offsets.A.internal", True), ("x-internal", True),
-     ("A.checkpoints.internal", True), ("orders", False), ("orders.internals", False)],
+    [
+        ("__consumer_offsets", True),
+        (".hidden", True),
+        ("mm2-offsets.A.internal", True),
+        ("x-internal", True),
+        ("A.checkpoints.internal", True),
+        ("orders", False),
+        ("orders.internals", False),
+    ],
 )
 def test_internal_topics(topic: str, internal: bool) -> None:
     assert DefaultReplicationPolicy().is_internal_topic(topic) is internal

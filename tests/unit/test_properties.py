@@ -12,7 +12,14 @@ def as_dict(text: str) -> dict[str, str]:
 
 
 def test_separators_equals_colon_and_whitespace() -> None:
-    assert as_dict("a=1\nb:2\nc 3\nd\t=\t4\ne   :  5\nf\n") == {"a": "1", "b": "2", "c": "3", "d": "4", "e": "5", "f": ""}
+    assert as_dict("a=1\nb:2\nc 3\nd\t=\t4\ne   :  5\nf\n") == {
+        "a": "1",
+        "b": "2",
+        "c": "3",
+        "d": "4",
+        "e": "5",
+        "f": "",
+    }
 
 
 def test_value_keeps_later_separators_and_trailing_text() -> None:

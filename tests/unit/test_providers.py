@@ -29,7 +29,9 @@ def test_env_provider(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_file_provider_reads_a_key_of_a_properties_file(tmp_path: Path) -> None:
     secrets = tmp_path / "secrets.properties"
-    secrets.write_text("jaas = org.apache.kafka.common.security.plain.PlainLoginModule required username=\"u\" password=\"p\";\n")
+    secrets.write_text(
+        'jaas = org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="p";\n'
+    )
     value = client(f"b.sasl.jaas.config = ${{file:{secrets}:jaas}}\n", "sasl.jaas.config")
     assert value.startswith("org.apache.kafka.common.security.plain.PlainLoginModule") and 'password="p"' in value
 
@@ -42,9 +44,11 @@ def test_dir_provider_reads_a_whole_file(tmp_path: Path) -> None:
 def test_custom_alias_of_a_known_provider_class(tmp_path: Path) -> None:
     secrets = tmp_path / "s.properties"
     secrets.write_text("pw=abc\n")
-    text = (BASE + "config.providers = vault\n"
-            "config.providers.vault.class = org.apache.kafka.common.config.provider.FileConfigProvider\n"
-            f"b.ssl.key.password = ${{vault:{secrets}:pw}}\n")
+    text = (
+        BASE + "config.providers = vault\n"
+        "config.providers.vault.class = org.apache.kafka.common.config.provider.FileConfigProvider\n"
+        f"b.ssl.key.password = ${{vault:{secrets}:pw}}\n"
+    )
     assert parse_config(text).flow("a", "b").client_config("target", "admin")["ssl.key.password"] == "abc"
 
 
@@ -55,21 +59,33 @@ def test_builtin_provider_without_declaration_works_but_warns(monkeypatch: pytes
     assert any("MM2 resolves it only with config.providers=env" in w for w in config.warnings)
 
 
-def test_unresolvable_references_are_errors_with_lines_and_no_secret(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unresolvable_references_are_errors_with_lines_and_no_secret(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("MF_MISSING", raising=False)
     secrets = tmp_path / "s.properties"
     secrets.write_text("other=supersecretvalue\n")
-    text = BASE + PROVIDERS + (
-        "b.ssl.key.password = ${env:MF_MISSING}\n"
-        f"b.sasl.jaas.config = ${{file:{secrets}:jaas}}\n"
-        "b.ssl.keystore.password = ${file:/nonexistent/x.properties:pw}\n"
-        "b.ssl.truststore.password = ${nope:whatever}\n"
+    text = (
+        BASE
+        + PROVIDERS
+        + (
+            "b.ssl.key.password = ${env:MF_MISSING}\n"
+            f"b.sasl.jaas.config = ${{file:{secrets}:jaas}}\n"
+            "b.ssl.keystore.password = ${file:/nonexistent/x.properties:pw}\n"
+            "b.ssl.truststore.password = ${nope:whatever}\n"
+        )
     )
     with pytest.raises(ConfigError) as err:
         parse_config(text, "mm2.properties")
     message = str(err.value)
-    assert "mm2.properties:9: error: b.ssl.key.password: cannot resolve ${env:MF_MISSING}: environment variable MF_MISSING is not set" in message
-    assert f"mm2.properties:10: error: b.sasl.jaas.config: cannot resolve ${{file:{secrets}:jaas}}: {secrets} has no key 'jaas'" in message
+    assert (
+        "mm2.properties:9: error: b.ssl.key.password: cannot resolve ${env:MF_MISSING}: environment variable MF_MISSING is not set"
+        in message
+    )
+    assert (
+        f"mm2.properties:10: error: b.sasl.jaas.config: cannot resolve ${{file:{secrets}:jaas}}: {secrets} has no key 'jaas'"
+        in message
+    )
     assert "cannot read /nonexistent/x.properties" in message
     assert "unknown config provider 'nope'" in message
     assert "supersecretvalue" not in message

@@ -11,6 +11,16 @@ from .problems import ConfigError, Problem
 from .resolve import load_config, parse_config
 
 __all__ = [
-    "ClusterConfig", "ConfigError", "Family", "FamilyConflictError", "FlowConfig", "MirrorConfig", "Origin",
-    "Problem", "Schedule", "Setting", "load_config", "parse_config",
+    "ClusterConfig",
+    "ConfigError",
+    "Family",
+    "FamilyConflictError",
+    "FlowConfig",
+    "MirrorConfig",
+    "Origin",
+    "Problem",
+    "Schedule",
+    "Setting",
+    "load_config",
+    "parse_config",
 ]

@@ -74,11 +74,14 @@ def render_text(description: dict[str, Any]) -> str:
         out.extend(_rows(props, indent=4))
     for flow in description["flows"]:
         state = "enabled" if flow["enabled"] else "not enabled"
-        out += ["", f"Flow {flow['flow']} ({state})",
-                f"  delivery:   {flow['delivery']}",
-                f"  policy:     {flow['policy']}",
-                f"  heartbeats: {'emitted' if flow['heartbeats'] else 'off'}",
-                "  families:"]
+        out += [
+            "",
+            f"Flow {flow['flow']} ({state})",
+            f"  delivery:   {flow['delivery']}",
+            f"  policy:     {flow['policy']}",
+            f"  heartbeats: {'emitted' if flow['heartbeats'] else 'off'}",
+            "  families:",
+        ]
         for fam in flow["families"]:
             topics = fam["topics"] if fam["topics"] is not None else "(every replicated topic no other family claims)"
             out.append(f"    {fam['name']:<12} schedule {fam['schedule']:<10} topics {topics}")
@@ -90,8 +93,11 @@ def render_text(description: dict[str, Any]) -> str:
             out.append(f"  {client} client:")
             out.extend(_rows(props, indent=4))
     if description["heartbeat_only_pairs"]:
-        out += ["", "Pairs without replication where MM2 would still emit heartbeats: "
-                + ", ".join(description["heartbeat_only_pairs"])]
+        out += [
+            "",
+            "Pairs without replication where MM2 would still emit heartbeats: "
+            + ", ".join(description["heartbeat_only_pairs"]),
+        ]
     if description["warnings"]:
         out += ["", "Warnings"] + [f"  {w}" for w in description["warnings"]]
     return "\n".join(out)

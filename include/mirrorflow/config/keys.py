@@ -33,8 +33,15 @@ class KeySpec:
     minimum: int | None = None
 
 
-def _k(name: str, type_: str, default: str | None, doc: str = "", *, choices: tuple[str, ...] = (),
-       minimum: int | None = None) -> KeySpec:
+def _k(
+    name: str,
+    type_: str,
+    default: str | None,
+    doc: str = "",
+    *,
+    choices: tuple[str, ...] = (),
+    minimum: int | None = None,
+) -> KeySpec:
     return KeySpec(name, type_, default, choices, doc, minimum)
 
 
@@ -42,10 +49,25 @@ _SPECS = [
     # MirrorConnectorConfig (all connectors)
     _k("enabled", "bool", "false", "replicate this flow (MirrorMakerConfig injects false)"),
     _k("admin.timeout.ms", "int", "60000", "timeout of admin calls", minimum=1),
-    _k("replication.policy.class", "class", "org.apache.kafka.connect.mirror.DefaultReplicationPolicy", "remote topic naming"),
+    _k(
+        "replication.policy.class",
+        "class",
+        "org.apache.kafka.connect.mirror.DefaultReplicationPolicy",
+        "remote topic naming",
+    ),
     _k("replication.policy.separator", "string", ".", "separator between source alias and topic"),
-    _k("replication.policy.internal.topic.separator.enabled", "bool", "true", "use the separator in internal topic names (KIP-949)"),
-    _k("forwarding.admin.class", "class", "org.apache.kafka.clients.admin.ForwardingAdmin", "MM2 admin plug-in (not used by mirrorflow)"),
+    _k(
+        "replication.policy.internal.topic.separator.enabled",
+        "bool",
+        "true",
+        "use the separator in internal topic names (KIP-949)",
+    ),
+    _k(
+        "forwarding.admin.class",
+        "class",
+        "org.apache.kafka.clients.admin.ForwardingAdmin",
+        "MM2 admin plug-in (not used by mirrorflow)",
+    ),
     _k("tasks.max", "int", "1", "parallelism (mirrorflow: Spark tasks per run are planned from work units)", minimum=1),
     _k("consumer.poll.timeout.ms", "int", "1000", "consumer poll timeout", minimum=0),
     # MirrorSourceConfig
@@ -53,7 +75,12 @@ _SPECS = [
     _k("topics.exclude", "list", DEFAULT_TOPICS_EXCLUDE, "topics never replicated"),
     _k("config.properties.exclude", "list", DEFAULT_CONFIG_PROPERTIES_EXCLUDE, "topic configs never synced"),
     _k("topic.filter.class", "class", "org.apache.kafka.connect.mirror.DefaultTopicFilter", "topic filter"),
-    _k("config.property.filter.class", "class", "org.apache.kafka.connect.mirror.DefaultConfigPropertyFilter", "config property filter"),
+    _k(
+        "config.property.filter.class",
+        "class",
+        "org.apache.kafka.connect.mirror.DefaultConfigPropertyFilter",
+        "config property filter",
+    ),
     _k("refresh.topics.enabled", "bool", "true", "look for new topics and partitions"),
     _k("refresh.topics.interval.seconds", "int", "600", "how often MM2 looks for new topics", minimum=1),
     _k("sync.topic.configs.enabled", "bool", "true", "sync topic configs to remote topics"),
@@ -63,10 +90,22 @@ _SPECS = [
     _k("replication.factor", "int", "2", "replication factor of new remote topics (-1: broker default)", minimum=-1),
     _k("offset-syncs.topic.replication.factor", "int", "3", "", minimum=-1),
     _k("offset.lag.max", "int", "100", "records between offset syncs", minimum=0),
-    _k("offset-syncs.topic.location", "enum", "source", "cluster holding the offset-syncs topic", choices=("source", "target")),
+    _k(
+        "offset-syncs.topic.location",
+        "enum",
+        "source",
+        "cluster holding the offset-syncs topic",
+        choices=("source", "target"),
+    ),
     _k("emit.offset-syncs.enabled", "bool", "true", "write offset syncs"),
     _k("heartbeats.replication.enabled", "bool", "true", "replicate heartbeats topics even when filtered out"),
-    _k("use.defaults.from", "enum", "target", "whose defaults apply to synced topic configs", choices=("source", "target")),
+    _k(
+        "use.defaults.from",
+        "enum",
+        "target",
+        "whose defaults apply to synced topic configs",
+        choices=("source", "target"),
+    ),
     # MirrorCheckpointConfig
     _k("groups", "list", ".*", "consumer groups to checkpoint"),
     _k("groups.exclude", "list", DEFAULT_GROUPS_EXCLUDE, "consumer groups never checkpointed"),
@@ -109,10 +148,26 @@ DEPRECATED_ALIASES = {
 
 # Keys MM2 passes to its Connect workers; mirrorflow has no workers and ignores them quietly.
 WORKER_PREFIXES = (
-    "offset.storage", "config.storage", "status.storage", "key.converter", "value.converter",
-    "header.converter", "task", "worker", "config.providers", "listeners", "offset.flush",
-    "exactly.once.source.support", "name", "connector.class", "source.cluster.alias", "target.cluster.alias",
-    "rest.", "admin.listeners", "metric.reporters", "metrics.",
+    "offset.storage",
+    "config.storage",
+    "status.storage",
+    "key.converter",
+    "value.converter",
+    "header.converter",
+    "task",
+    "worker",
+    "config.providers",
+    "listeners",
+    "offset.flush",
+    "exactly.once.source.support",
+    "name",
+    "connector.class",
+    "source.cluster.alias",
+    "target.cluster.alias",
+    "rest.",
+    "admin.listeners",
+    "metric.reporters",
+    "metrics.",
 )
 
 CLIENT_ROLES = ("consumer", "producer", "admin")

@@ -39,7 +39,9 @@ class Problems:
     def error(self, message: str, *, file: str | None = None, line: int | None = None, key: str | None = None) -> None:
         self.items.append(Problem("error", message, file, line, key))
 
-    def warning(self, message: str, *, file: str | None = None, line: int | None = None, key: str | None = None) -> None:
+    def warning(
+        self, message: str, *, file: str | None = None, line: int | None = None, key: str | None = None
+    ) -> None:
         self.items.append(Problem("warning", message, file, line, key))
 
     @property

@@ -80,7 +80,7 @@ def _unescape(raw: str, file: str, line: int) -> str:
         if nxt == "u":
             digits = raw[i + 2 : i + 6]
             if len(digits) != 4 or any(c not in "0123456789abcdefABCDEF" for c in digits):
-                raise PropertiesSyntaxError(file, line, f"malformed \\uxxxx encoding: {raw[i:i + 6]!r}")
+                raise PropertiesSyntaxError(file, line, f"malformed \\uxxxx encoding: {raw[i : i + 6]!r}")
             out.append(chr(int(digits, 16)))
             i += 6
             continue

@@ -45,14 +45,21 @@ def declared_providers(entries: Mapping[str, Entry], problems: Problems) -> dict
         class_key = f"config.providers.{alias}.class"
         cls = entries.get(class_key)
         if cls is None:
-            problems.error(f"provider '{alias}' is declared without {class_key}", file=decl.file, line=decl.line, key="config.providers")
+            problems.error(
+                f"provider '{alias}' is declared without {class_key}",
+                file=decl.file,
+                line=decl.line,
+                key="config.providers",
+            )
             continue
         kind = KIND_BY_CLASS.get(cls.value.strip())
         if kind is None:
             problems.warning(
                 f"config provider class {cls.value.strip()} is not supported by mirrorflow "
                 f"(supported: {', '.join(sorted(KIND_BY_CLASS))}); references to ${{{alias}:...}} will fail",
-                file=cls.file, line=cls.line, key=class_key,
+                file=cls.file,
+                line=cls.line,
+                key=class_key,
             )
             continue
         declared[alias] = kind
@@ -94,7 +101,9 @@ def resolve_references(entries: Mapping[str, Entry], problems: Problems) -> dict
         for shell_var in SHELL_VARIABLE.findall(entry.value):
             problems.warning(
                 f"${{{shell_var}}} is not expanded by Kafka or mirrorflow; write ${{env:{shell_var}}}",
-                file=entry.file, line=entry.line, key=entry.key,
+                file=entry.file,
+                line=entry.line,
+                key=entry.key,
             )
         if "${" not in entry.value or name.startswith("config.providers"):
             resolved[name] = entry
@@ -107,19 +116,28 @@ def resolve_references(entries: Mapping[str, Entry], problems: Problems) -> dict
             kind = declared.get(alias) or BUILTIN_ALIASES.get(alias)
             if kind is None:
                 failed = True
-                problems.error(f"unknown config provider '{alias}' in {match.group(0)}", file=entry.file, line=entry.line, key=entry.key)
+                problems.error(
+                    f"unknown config provider '{alias}' in {match.group(0)}",
+                    file=entry.file,
+                    line=entry.line,
+                    key=entry.key,
+                )
                 return match.group(0)
             if alias not in declared:
                 problems.warning(
                     f"{match.group(0)} relies on mirrorflow's built-in '{alias}' provider; MM2 resolves it only with "
                     f"config.providers={alias} and config.providers.{alias}.class set",
-                    file=entry.file, line=entry.line, key=entry.key,
+                    file=entry.file,
+                    line=entry.line,
+                    key=entry.key,
                 )
             try:
                 return _lookup(kind, path, key, file_cache)
             except ProviderLookupError as exc:
                 failed = True
-                problems.error(f"cannot resolve {match.group(0)}: {exc}", file=entry.file, line=entry.line, key=entry.key)
+                problems.error(
+                    f"cannot resolve {match.group(0)}: {exc}", file=entry.file, line=entry.line, key=entry.key
+                )
                 return match.group(0)
 
         value = REFERENCE.sub(substitute, entry.value)

@@ -18,18 +18,45 @@ import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from ..filters import ConfigPropertyFilter, GroupFilter, PatternList, TopicFilter, split_list
-from ..filters import config_property_filter_class, group_filter_class, topic_filter_class
+from ..classpath import ClassLoadError
+from ..filters import (
+    ConfigPropertyFilter,
+    GroupFilter,
+    PatternList,
+    TopicFilter,
+    config_property_filter_class,
+    group_filter_class,
+    split_list,
+    topic_filter_class,
+)
 from ..javaregex import JavaRegexError
 from ..policy import PolicyError, ReplicationPolicy, load_policy
-from ..classpath import ClassLoadError
 from ..redact import is_secret
 from .keys import (
-    CLIENT_ROLES, CONNECTOR_KEYS, DEFAULT_FAMILY, DEPRECATED_ALIASES, FAMILIES, FAMILY_ATTRIBUTES, FAMILY_PREFIX,
-    MIRRORFLOW_PREFIX, SCHEDULE, TOP_LEVEL_KEYS, WORKER_PREFIXES, KeySpec, is_client_key,
+    CLIENT_ROLES,
+    CONNECTOR_KEYS,
+    DEFAULT_FAMILY,
+    DEPRECATED_ALIASES,
+    FAMILIES,
+    FAMILY_ATTRIBUTES,
+    FAMILY_PREFIX,
+    MIRRORFLOW_PREFIX,
+    SCHEDULE,
+    TOP_LEVEL_KEYS,
+    WORKER_PREFIXES,
+    KeySpec,
+    is_client_key,
 )
 from .model import (
-    ClusterConfig, Family, FlowConfig, MirrorConfig, Origin, Role, Setting, Side, parse_schedule,
+    ClusterConfig,
+    Family,
+    FlowConfig,
+    MirrorConfig,
+    Origin,
+    Role,
+    Setting,
+    Side,
+    parse_schedule,
 )
 from .problems import ConfigError, Problems
 from .properties import Entry, PropertiesSyntaxError, lost_backslashes, parse_properties, read_properties_file
@@ -88,13 +115,19 @@ class _Resolver:
         self._validated: dict[tuple[str, int], bool] = {}
 
     # -- helpers -------------------------------------------------------------------------------------
+    def _report(self, report: Callable[..., None], message: str, entry: Entry | None, key: str | None) -> None:
+        report(
+            message,
+            file=entry.file if entry else self.path,
+            line=entry.line if entry else None,
+            key=key or (entry.key if entry else None),
+        )
+
     def err(self, message: str, entry: Entry | None = None, key: str | None = None) -> None:
-        self.problems.error(message, file=entry.file if entry else self.path, line=entry.line if entry else None,
-                            key=key or (entry.key if entry else None))
+        self._report(self.problems.error, message, entry, key)
 
     def warn(self, message: str, entry: Entry | None = None, key: str | None = None) -> None:
-        self.problems.warning(message, file=entry.file if entry else self.path, line=entry.line if entry else None,
-                              key=key or (entry.key if entry else None))
+        self._report(self.problems.warning, message, entry, key)
 
     def _dedupe(self, entries: list[Entry]) -> dict[str, Entry]:
         result: dict[str, Entry] = {}
@@ -103,7 +136,9 @@ class _Resolver:
             if previous is not None:
                 self.problems.warning(
                     f"also set at line {previous.line}; the last value wins (as in Java)",
-                    file=entry.file, line=entry.line, key=entry.key,
+                    file=entry.file,
+                    line=entry.line,
+                    key=entry.key,
                 )
             result[entry.key] = entry
         return result
@@ -116,8 +151,11 @@ class _Resolver:
         else:
             for alias in split_list(clusters.value):
                 if not _ALIAS.match(alias):
-                    self.err(f"cluster alias '{alias}' must be letters, digits, '_' or '-' "
-                             "(mirrorflow uses aliases in Airflow DAG ids)", clusters)
+                    self.err(
+                        f"cluster alias '{alias}' must be letters, digits, '_' or '-' "
+                        "(mirrorflow uses aliases in Airflow DAG ids)",
+                        clusters,
+                    )
                 elif alias in self.aliases:
                     self.warn(f"cluster alias '{alias}' is listed twice", clusters)
                 else:
@@ -134,7 +172,7 @@ class _Resolver:
                 continue
             alias = next((a for a in by_length if key.startswith(a + ".")), None)
             if alias is not None:
-                self.per_cluster.setdefault(alias, {})[key[len(alias) + 1:]] = entry
+                self.per_cluster.setdefault(alias, {})[key[len(alias) + 1 :]] = entry
             else:
                 self.top[key] = entry
 
@@ -143,13 +181,16 @@ class _Resolver:
         target = next((a for a in by_length if rest.startswith(a + ".")), None)
         unknown = [a for a in (source, target or rest.split(".", 1)[0]) if a not in self.aliases]
         if unknown or target is None:
-            self.err(f"unknown cluster alias '{unknown[0] if unknown else rest}' in flow "
-                     f"(clusters = {', '.join(self.aliases) or 'none'})", entry)
+            self.err(
+                f"unknown cluster alias '{unknown[0] if unknown else rest}' in flow "
+                f"(clusters = {', '.join(self.aliases) or 'none'})",
+                entry,
+            )
             return
         if source == target:
             self.err(f"a flow from cluster '{source}' to itself is not possible", entry)
             return
-        self.per_flow.setdefault((source, target), {})[rest[len(target) + 1:]] = entry
+        self.per_flow.setdefault((source, target), {})[rest[len(target) + 1 :]] = entry
 
     # -- validation of single values -----------------------------------------------------------------
     def check_value(self, spec: KeySpec, entry: Entry) -> bool:
@@ -192,15 +233,21 @@ class _Resolver:
 
     def _warn_lost_backslashes(self, entry: Entry) -> None:
         if entry.raw is not None and lost_backslashes(entry.raw):
-            self.warn("a single backslash escapes the next character in a properties file, so this regex "
-                      f"reads '{entry.value.strip()}'; write '\\\\.' for a literal dot (as in MM2)", entry)
+            self.warn(
+                "a single backslash escapes the next character in a properties file, so this regex "
+                f"reads '{entry.value.strip()}'; write '\\\\.' for a literal dot (as in MM2)",
+                entry,
+            )
 
     def _glob_star(self, entry: Entry) -> list[str]:
         """A lone ``*`` is a common glob slip (MM2 fails on it); read it as ``.*`` and say so."""
         items = split_list(entry.value)
         if "*" in items:
-            self.warn("'*' is not a valid Java regex (MM2 would fail with 'Dangling meta character'); "
-                      "mirrorflow reads it as '.*'", entry)
+            self.warn(
+                "'*' is not a valid Java regex (MM2 would fail with 'Dangling meta character'); "
+                "mirrorflow reads it as '.*'",
+                entry,
+            )
         return [".*" if item == "*" else item for item in items]
 
     # -- top level -----------------------------------------------------------------------------------
@@ -211,8 +258,11 @@ class _Resolver:
             elif key in CONNECTOR_KEYS:
                 self.check_value(CONNECTOR_KEYS[key], entry)
                 if key == "use.defaults.from":
-                    self.warn("MM2 only honours use.defaults.from per flow (<src>-><tgt>.use.defaults.from); "
-                              "mirrorflow applies it to every flow", entry)
+                    self.warn(
+                        "MM2 only honours use.defaults.from per flow (<src>-><tgt>.use.defaults.from); "
+                        "mirrorflow applies it to every flow",
+                        entry,
+                    )
             elif key in TOP_LEVEL_KEYS:
                 self.check_value(TOP_LEVEL_KEYS[key], entry)
             elif key.startswith(FAMILY_PREFIX):
@@ -221,8 +271,11 @@ class _Resolver:
             elif is_client_key(key):
                 pass
             elif key.split(".", 1)[0] in CLIENT_ROLES:
-                self.warn(f"MM2 silently drops top-level '{key}'; mirrorflow applies it to every cluster's "
-                          f"{key.split('.', 1)[0]} clients (for MM2, write <alias>.{key})", entry)
+                self.warn(
+                    f"MM2 silently drops top-level '{key}'; mirrorflow applies it to every cluster's "
+                    f"{key.split('.', 1)[0]} clients (for MM2, write <alias>.{key})",
+                    entry,
+                )
             elif key.startswith(WORKER_PREFIXES):
                 pass
             else:
@@ -253,8 +306,11 @@ class _Resolver:
                 if top is not None:
                     props["bootstrap.servers"] = Setting(top.value, _origin(top))
                 else:
-                    self.err(f"cluster '{alias}' has no bootstrap.servers (set {alias}.bootstrap.servers)",
-                             clusters_entry, key=f"{alias}.bootstrap.servers")
+                    self.err(
+                        f"cluster '{alias}' has no bootstrap.servers (set {alias}.bootstrap.servers)",
+                        clusters_entry,
+                        key=f"{alias}.bootstrap.servers",
+                    )
             elif not props["bootstrap.servers"].value.strip():
                 self.err("bootstrap.servers is empty", self.per_cluster[alias]["bootstrap.servers"])
             result[alias] = ClusterConfig(alias, props)
@@ -265,8 +321,12 @@ class _Resolver:
         overrides = self.per_flow.get(pair, {})
         settings: dict[str, Setting] = {}
         for name, spec in CONNECTOR_KEYS.items():
-            entry = overrides.get(name) or self._alias_entry(name, overrides) or self.top.get(name) \
+            entry = (
+                overrides.get(name)
+                or self._alias_entry(name, overrides)
+                or self.top.get(name)
                 or self._alias_entry(name, self.top)
+            )
             if entry is not None and self._valid(spec, entry):
                 value = ", ".join(self._glob_star(entry)) if spec.type == "list" else entry.value.strip()
                 settings[name] = Setting(value, _origin(entry))
@@ -300,11 +360,11 @@ class _Resolver:
             elif key.startswith(FAMILY_PREFIX):
                 if key.endswith(".topics"):
                     self._warn_lost_backslashes(entry)
-            elif is_client_key(key):
-                pass
-            elif key.split(".", 1)[0] in CLIENT_ROLES or key.startswith(("source.", "target.")):
-                pass
-            elif key.startswith(WORKER_PREFIXES):
+            elif (
+                is_client_key(key)
+                or key.split(".", 1)[0] in CLIENT_ROLES
+                or key.startswith(("source.", "target.", *WORKER_PREFIXES))
+            ):
                 pass
             else:
                 self._unknown(key, entry, f"flow {pair[0]}->{pair[1]}")
@@ -334,29 +394,41 @@ class _Resolver:
             result["enable.auto.commit"] = Setting("false", Origin("forced", note="offsets are tracked by mirrorflow"))
             result.setdefault("auto.offset.reset", Setting("earliest", Origin("mm2-default")))
             if side == "source":
-                result.setdefault("isolation.level", Setting(
-                    "read_committed", Origin("mirrorflow-default", note="MM2: read_uncommitted; aborted records are not copied")))
+                result.setdefault(
+                    "isolation.level",
+                    Setting(
+                        "read_committed",
+                        Origin("mirrorflow-default", note="MM2: read_uncommitted; aborted records are not copied"),
+                    ),
+                )
         return result
 
     def families(self, pair: tuple[str, str], settings: dict[str, Setting]) -> list[Family]:
         name = f"{pair[0]}->{pair[1]}"
-        default_schedule = parse_schedule(settings[SCHEDULE].value) if self._schedule_ok(settings[SCHEDULE]) \
-            else parse_schedule("5m")
+        default_schedule = (
+            parse_schedule(settings[SCHEDULE].value) if self._schedule_ok(settings[SCHEDULE]) else parse_schedule("5m")
+        )
         listed = split_list(settings[FAMILIES].value)
         origin = settings[FAMILIES].origin
         result: list[Family] = []
         for fam in listed:
             if fam == DEFAULT_FAMILY:
-                self._err_at(origin, f"family name '{DEFAULT_FAMILY}' is reserved for topics matched by no family "
-                                     f"(set its schedule with {FAMILY_PREFIX}{DEFAULT_FAMILY}.schedule)")
+                self._err_at(
+                    origin,
+                    f"family name '{DEFAULT_FAMILY}' is reserved for topics matched by no family "
+                    f"(set its schedule with {FAMILY_PREFIX}{DEFAULT_FAMILY}.schedule)",
+                )
                 continue
             if not _FAMILY_NAME.match(fam):
                 self._err_at(origin, f"family name '{fam}' must be letters, digits, '_' or '-' (used in DAG ids)")
                 continue
             topics = settings.get(f"{FAMILY_PREFIX}{fam}.topics")
             if topics is None:
-                self._err_at(origin, f"family '{fam}' of flow {name} has no topics "
-                                     f"(set {pair[0]}->{pair[1]}.{FAMILY_PREFIX}{fam}.topics)")
+                self._err_at(
+                    origin,
+                    f"family '{fam}' of flow {name} has no topics "
+                    f"(set {pair[0]}->{pair[1]}.{FAMILY_PREFIX}{fam}.topics)",
+                )
                 continue
             try:
                 patterns = PatternList.parse(topics.value)
@@ -367,18 +439,26 @@ class _Resolver:
                 self._err_at(topics.origin, f"family '{fam}' has an empty topics list")
                 continue
             result.append(Family(fam, patterns, self._family_schedule(fam, settings, default_schedule), topics.origin))
-        result.append(Family(DEFAULT_FAMILY, None, self._family_schedule(DEFAULT_FAMILY, settings, default_schedule),
-                             settings[SCHEDULE].origin))
+        result.append(
+            Family(
+                DEFAULT_FAMILY,
+                None,
+                self._family_schedule(DEFAULT_FAMILY, settings, default_schedule),
+                settings[SCHEDULE].origin,
+            )
+        )
         for key, setting in settings.items():
             if not key.startswith(FAMILY_PREFIX):
                 continue
-            fam, _, attr = key[len(FAMILY_PREFIX):].rpartition(".")
+            fam, _, attr = key[len(FAMILY_PREFIX) :].rpartition(".")
             if attr == "schedule":
                 self._schedule_ok(setting)
             if attr not in FAMILY_ATTRIBUTES:
                 self._err_at(setting.origin, f"unknown family setting '{attr}' (known: {', '.join(FAMILY_ATTRIBUTES)})")
             elif fam not in listed and not (fam == DEFAULT_FAMILY and attr == "schedule"):
-                self._err_at(setting.origin, f"family '{fam}' is configured but not listed in {FAMILIES} of flow {name}")
+                self._err_at(
+                    setting.origin, f"family '{fam}' is configured but not listed in {FAMILIES} of flow {name}"
+                )
         self._check_overlaps(name, result)
         return result
 
@@ -404,19 +484,24 @@ class _Resolver:
 
         named = [f for f in families if f.topics is not None]
         for i, first in enumerate(named):
-            for second in named[i + 1:]:
+            for second in named[i + 1 :]:
                 example = example_overlap(first.topics, second.topics)  # type: ignore[arg-type]
                 if example is not None:
-                    self._err_at(second.origin, f"flow {flow_name}: families '{first.name}' ({first.topics}) and "
-                                                f"'{second.name}' ({second.topics}) both claim topics such as '{example}'")
+                    self._err_at(
+                        second.origin,
+                        f"flow {flow_name}: families '{first.name}' ({first.topics}) and "
+                        f"'{second.name}' ({second.topics}) both claim topics such as '{example}'",
+                    )
 
     def flow(self, pair: tuple[str, str]) -> FlowConfig | None:
         self.check_flow_keys(pair)
         settings = self.flow_settings(pair)
         enabled = settings["enabled"].value.lower() == "true"
-        policy_props = {k: settings[k].value for k in ("replication.policy.separator",
-                                                        "replication.policy.internal.topic.separator.enabled")
-                        if settings[k].origin.kind == "file"}
+        policy_props = {
+            k: settings[k].value
+            for k in ("replication.policy.separator", "replication.policy.internal.topic.separator.enabled")
+            if settings[k].origin.kind == "file"
+        }
         policy_props["source.cluster.alias"] = pair[0]
         policy: ReplicationPolicy | None = None
         try:
@@ -429,21 +514,30 @@ class _Resolver:
         filters = self._filters(settings)
         # Families of disabled flows are not validated: their DAGs do not exist.
         families = self.families(pair, settings) if enabled else []
-        clients = {(side, role): self.client_settings(pair, side, role)
-                   for side in ("source", "target") for role in CLIENT_ROLES}
+        clients = {
+            (side, role): self.client_settings(pair, side, role)
+            for side in ("source", "target")
+            for role in CLIENT_ROLES
+        }
         if enabled and settings["mirrorflow.delivery"].value == "exactly-once":
             isolation = clients[("source", "consumer")]["isolation.level"]
             if isolation.value != "read_committed":
-                self._err_at(isolation.origin, f"flow {pair[0]}->{pair[1]}: exactly-once delivery needs the source "
-                                               "consumer's isolation.level=read_committed")
+                self._err_at(
+                    isolation.origin,
+                    f"flow {pair[0]}->{pair[1]}: exactly-once delivery needs the source "
+                    "consumer's isolation.level=read_committed",
+                )
         if policy is None or filters is None:
             return None
         return FlowConfig(pair[0], pair[1], enabled, settings, clients, policy, *filters, families=families)  # type: ignore[arg-type]
 
     def _filters(self, settings: dict[str, Setting]) -> tuple[TopicFilter, GroupFilter, ConfigPropertyFilter] | None:
         classes = []
-        for key, load in (("topic.filter.class", topic_filter_class), ("group.filter.class", group_filter_class),
-                          ("config.property.filter.class", config_property_filter_class)):
+        for key, load in (
+            ("topic.filter.class", topic_filter_class),
+            ("group.filter.class", group_filter_class),
+            ("config.property.filter.class", config_property_filter_class),
+        ):
             try:
                 classes.append(load(settings[key].value))
             except ClassLoadError as exc:
@@ -451,9 +545,11 @@ class _Resolver:
         if len(classes) < 3:
             return None
         try:
-            return (classes[0](settings["topics"].value, settings["topics.exclude"].value),
-                    classes[1](settings["groups"].value, settings["groups.exclude"].value),
-                    classes[2](settings["config.properties.exclude"].value, settings["use.defaults.from"].value))
+            return (
+                classes[0](settings["topics"].value, settings["topics.exclude"].value),
+                classes[1](settings["groups"].value, settings["groups.exclude"].value),
+                classes[2](settings["config.properties.exclude"].value, settings["use.defaults.from"].value),
+            )
         except (JavaRegexError, ValueError):
             return None  # already reported where the value was read
 
@@ -462,7 +558,7 @@ def _strip(prefix: str, client_only: bool = False) -> Callable[[str], str | None
     def mapper(key: str) -> str | None:
         if not key.startswith(prefix):
             return None
-        name = key[len(prefix):]
+        name = key[len(prefix) :]
         return name if name and (not client_only or is_client_key(name)) else None
 
     return mapper
@@ -488,8 +584,13 @@ def resolve_entries(entries: list[Entry], path: str, problems: Problems | None =
     _dedupe_problems(problems)
     if problems.errors:
         raise ConfigError(problems.items)
-    return MirrorConfig(path, clusters, flows, {k: Setting(e.value, _origin(e)) for k, e in resolver.top.items()},
-                        warnings=[str(p) for p in problems.warnings])
+    return MirrorConfig(
+        path,
+        clusters,
+        flows,
+        {k: Setting(e.value, _origin(e)) for k, e in resolver.top.items()},
+        warnings=[str(p) for p in problems.warnings],
+    )
 
 
 def _dedupe_problems(problems: Problems) -> None:
