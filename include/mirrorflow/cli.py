@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from .config import ConfigError, load_config
 from .config.describe import describe_config, render_text
@@ -79,6 +82,46 @@ def _dev(args: argparse.Namespace) -> int:
     return 0
 
 
+def spark_submit_command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
+    """The spark-submit call (and environment) that runs the mirror Spark app, as Airflow does."""
+    repo = Path(__file__).resolve().parents[2]
+    venv_bin = Path(sys.executable).parent
+    spark_submit = venv_bin / "spark-submit"
+    cmd = [
+        str(spark_submit) if spark_submit.exists() else "spark-submit",
+        "--master",
+        args.master,
+        "--conf",
+        "spark.ui.showConsoleProgress=false",
+        str(repo / "spark_apps" / "mirror_family.py"),
+        "--config",
+        args.config,
+        "--flow",
+        args.flow,
+    ]
+    for option in ("family", "duration", "topics", "report"):
+        if getattr(args, option):
+            cmd += [f"--{option}", getattr(args, option)]
+    env = {
+        **os.environ,
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(repo), os.environ.get("PYTHONPATH")])),
+    }
+    env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    return cmd, env
+
+
+def _replicate(args: argparse.Namespace) -> int:
+    from .replication.entry import run
+    from .replication.executor import LocalExecutor
+
+    if args.in_process:
+        return run(args, LocalExecutor())
+    cmd, env = spark_submit_command(args)
+    return subprocess.call(cmd, env=env)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mirrorflow",
@@ -96,6 +139,17 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--flow", help="only this flow, e.g. primary->backup")
     show.add_argument("--json", action="store_true", help="machine-readable output")
     show.set_defaults(func=_config_show)
+
+    from .replication.entry import add_arguments
+
+    replicate = add_arguments(sub.add_parser("replicate", help="copy what is new in one family of a flow (Spark app)"))
+    replicate.add_argument(
+        "--master",
+        default="local[*,4]",
+        help="Spark master (default local[*,4]: all cores, a failed task is retried up to 4 times)",
+    )
+    replicate.add_argument("--in-process", action="store_true", help="copy in this process, without Spark")
+    replicate.set_defaults(func=_replicate)
 
     dev = sub.add_parser("dev", help="local Kafka clusters for development (noida-db)")
     dev.add_argument("action", choices=["up", "down", "status"])

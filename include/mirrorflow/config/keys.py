@@ -26,7 +26,7 @@ class KeySpec:
     """A known key: its type (for validation) and its default (None = no default)."""
 
     name: str
-    type: str  # int | bool | list | string | class | enum | schedule
+    type: str  # int | bool | list | string | class | enum | schedule | duration
     default: str | None
     choices: tuple[str, ...] = ()
     doc: str = ""
@@ -125,6 +125,31 @@ _SPECS = [
     _k(FAMILIES, "list", "", "named topic families of the flow; each gets its own DAG"),
     _k(SCHEDULE, "schedule", "5m", "schedule of families that set none, and of family 'default'"),
     _k(DELIVERY, "enum", "exactly-once", "delivery guarantee of the copy", choices=DELIVERY_MODES),
+    _k(
+        "mirrorflow.truncation",
+        "enum",
+        "continue",
+        "when retention deleted records before they were copied: "
+        "record a loss event and continue from the log start, or stop the partition",
+        choices=("continue", "stop"),
+    ),
+    _k(
+        "mirrorflow.unit.max.records",
+        "int",
+        "100000",
+        "records per work unit (one Spark task, one transaction)",
+        minimum=1,
+    ),
+    _k("mirrorflow.unit.max.bytes", "int", "67108864", "bytes per work unit", minimum=1024),
+    _k("mirrorflow.poll.interval", "duration", "5s", "pause between micro-batches in continuous mode"),
+    _k(
+        "mirrorflow.progress.partitions",
+        "int",
+        "25",
+        "partitions of mm2-offsets.<source>.internal if mirrorflow creates it "
+        "(Connect's offset.storage.partitions default)",
+        minimum=1,
+    ),
 ]
 
 CONNECTOR_KEYS: dict[str, KeySpec] = {s.name: s for s in _SPECS}

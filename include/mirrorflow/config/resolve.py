@@ -56,6 +56,7 @@ from .model import (
     Role,
     Setting,
     Side,
+    parse_duration,
     parse_schedule,
 )
 from .problems import ConfigError, Problems
@@ -222,6 +223,12 @@ class _Resolver:
                 PatternList.parse(self._glob_star(entry))
             except JavaRegexError as exc:
                 self.err(f"bad regex: {exc}", entry)
+                return False
+        elif spec.type == "duration":
+            try:
+                parse_duration(value)
+            except ValueError as exc:
+                self.err(str(exc), entry)
                 return False
         elif spec.type == "schedule":
             try:

@@ -1,0 +1,1 @@
+"""The replication engine: plan, copy (inside Spark tasks), progress, offset syncs, run report."""

@@ -1,0 +1,131 @@
+"""Durable progress in MirrorMaker 2's own place and format.
+
+Progress is the Connect source offset MM2 stores in ``mm2-offsets.<source>.internal`` on the target:
+key ``["MirrorSourceConnector",{"cluster":..,"partition":..,"topic":..}]``, value ``{"offset":N}``
+(the last copied source offset), the key placed on the partition the Java client's partitioner picks.
+Writing exactly that means mirrorflow resumes where an MM2 deployment stopped, and MM2 resumes where
+mirrorflow stopped. Reads use read_committed so an aborted (fenced) unit's progress is never seen.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from ..wire import decode_source_offset_key, decode_source_offset_value, java_partition, source_offset_key
+
+
+def progress_topic(source_alias: str) -> str:
+    """Connect's worker offsets topic of the herder ``<source>-><target>``: always literal dots."""
+    return f"mm2-offsets.{source_alias}.internal"
+
+
+def ensure_compacted_topic(
+    admin: AdminClient, topic: str, partitions: int, replication_factor: int, timeout: float = 30.0
+) -> int:
+    """Create a compacted internal topic if missing; return its partition count."""
+    metadata = admin.list_topics(topic=topic, timeout=timeout)
+    existing = metadata.topics.get(topic)
+    if existing is not None and existing.error is None and existing.partitions:
+        return len(existing.partitions)
+    new = NewTopic(
+        topic, num_partitions=partitions, replication_factor=replication_factor, config={"cleanup.policy": "compact"}
+    )
+    try:
+        admin.create_topics([new], operation_timeout=timeout, request_timeout=timeout)[topic].result(timeout)
+    except Exception as exc:  # noqa: BLE001 - TOPIC_ALREADY_EXISTS from a concurrent run is fine
+        if getattr(exc.args[0], "code", lambda: None)() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise RuntimeError(
+                f"cannot create internal topic {topic} (replication factor {replication_factor}): {exc}"
+            ) from None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        meta = admin.list_topics(topic=topic, timeout=timeout).topics.get(topic)
+        if meta is not None and meta.error is None and meta.partitions:
+            return len(meta.partitions)
+        time.sleep(0.1)
+    raise RuntimeError(f"internal topic {topic} did not appear within {timeout:.0f} s")
+
+
+def progress_location(source_alias: str, topic: str, partition: int, num_partitions: int) -> tuple[bytes, int]:
+    """The exact key bytes and the partition (Java murmur2) where this partition's progress lives."""
+    key = source_offset_key(source_alias, topic, partition)
+    return key, java_partition(key, num_partitions)
+
+
+def _read_partitions(
+    consumer_config: dict[str, Any], topic: str, partitions: Iterable[int], timeout: float
+) -> Iterable[tuple[bytes | None, bytes | None]]:
+    """Every (key, value) of the given partitions, from the beginning to the last stable offset."""
+    consumer = Consumer(
+        {
+            **consumer_config,
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
+    try:
+        ends: dict[int, int] = {}
+        assignment = []
+        for p in partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)
+            if high > low:
+                ends[p] = high
+                assignment.append(TopicPartition(topic, p, low))
+        if not assignment:
+            return
+        consumer.assign(assignment)
+        remaining = set(ends)
+        deadline = time.monotonic() + timeout
+        while remaining and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None:
+                for p in list(remaining):
+                    if consumer.position([TopicPartition(topic, p)])[0].offset >= ends[p]:
+                        remaining.discard(p)
+                continue
+            if message.error():
+                if message.error().code() == KafkaError._PARTITION_EOF:
+                    remaining.discard(message.partition())
+                    continue
+                raise RuntimeError(f"reading {topic}: {message.error()}")
+            yield message.key(), message.value()
+            if message.offset() + 1 >= ends[message.partition()]:
+                remaining.discard(message.partition())
+        if remaining:
+            raise TimeoutError(f"reading {topic} partitions {sorted(remaining)} did not finish within {timeout:.0f} s")
+    finally:
+        consumer.close()
+
+
+def read_progress(
+    consumer_config: dict[str, Any],
+    topic: str,
+    source_alias: str,
+    partitions: Iterable[int] | None = None,
+    timeout: float = 60.0,
+) -> dict[tuple[str, int], int]:
+    """Last copied offset per (topic, partition) of ``source_alias``; later records win, tombstones clear."""
+    result: dict[tuple[str, int], int] = {}
+    if partitions is None:
+        probe = Consumer({**consumer_config, "enable.auto.commit": False})
+        try:
+            meta = probe.list_topics(topic=topic, timeout=timeout).topics.get(topic)
+            partitions = list(meta.partitions) if meta is not None and meta.partitions else []
+        finally:
+            probe.close()
+    for key, value in _read_partitions(consumer_config, topic, partitions, timeout):
+        decoded = decode_source_offset_key(key) if key else None
+        if decoded is None or decoded[0] != source_alias:
+            continue
+        offset = decode_source_offset_value(value) if value is not None else None
+        if offset is None:
+            result.pop((decoded[1], decoded[2]), None)
+        else:
+            result[(decoded[1], decoded[2])] = offset
+    return result

@@ -1,0 +1,300 @@
+"""The replication engine against real clusters and real Spark: content, resume, faults, growth, loss."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import NewPartitions
+
+from include.mirrorflow.config import MirrorConfig, parse_config
+from include.mirrorflow.replication.executor import LocalExecutor, SparkExecutor
+from include.mirrorflow.replication.progress import progress_topic
+from include.mirrorflow.replication.run import replicate
+from include.mirrorflow.wire import (
+    OffsetSync,
+    decode_source_offset_key,
+    decode_source_offset_value,
+    java_partition,
+)
+from tests.kafka_helpers import admin, create_topic, produce, read_all
+
+pytestmark = pytest.mark.integration
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One local SparkSession for the module: 2 cores, a failed task retried up to 4 times."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2,4]")
+        .appName("mirrorflow-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.executorEnv.PYTHONPATH", str(REPO))
+        .getOrCreate()
+    )
+    yield session
+    session.stop()
+
+
+def make_config(clusters: Any, prefix: str, extra: str = "") -> MirrorConfig:
+    return parse_config(
+        f"clusters = primary, backup\nprimary.bootstrap.servers = {clusters.primary}\n"
+        f"backup.bootstrap.servers = {clusters.backup}\nprimary->backup.enabled = true\n"
+        f"primary->backup.topics = {prefix}-.*\nreplication.factor = 1\noffset-syncs.topic.replication.factor = 1\n"
+        f"offset-syncs.topic.location = target\nsync.topic.acls.enabled = false\n{extra}"
+    )
+
+
+def prefix() -> str:
+    return f"rep-{uuid.uuid4().hex[:8]}"
+
+
+def committed(bootstrap: str, topic: str) -> list[tuple[int, bytes | None, bytes | None, tuple, int | None]]:
+    """(partition, key, value, headers, timestamp) of every committed record, in partition order."""
+    return [(r.partition, r.key, r.value, tuple(r.headers), r.timestamp) for r in read_all(bootstrap, topic)]
+
+
+def transactional_writes(bootstrap: str, topic: str, batches: list[tuple[list[dict[str, Any]], bool]]) -> None:
+    """Write batches in transactions, committing or aborting each: offsets get gaps (markers, aborts)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{topic}"})
+    producer.init_transactions(30)
+    for records, commit in batches:
+        producer.begin_transaction()
+        for r in records:
+            producer.produce(topic, **r)
+        producer.flush(30)
+        (producer.commit_transaction if commit else producer.abort_transaction)(30)
+
+
+def test_byte_for_byte_copy_with_spark(kafka_clusters: Any, spark: Any) -> None:
+    p = prefix()
+    keyed = create_topic(kafka_clusters.primary, f"{p}-keyed", partitions=3)
+    txn = create_topic(kafka_clusters.primary, f"{p}-txn", partitions=2)
+    records = []
+    hour_ago = int(time.time() * 1000) - 3_600_000  # explicit, but within the default 7-day retention
+    for i in range(60):
+        records.append(
+            {
+                "key": None if i % 7 == 0 else b"key-%d" % (i % 5),
+                "value": None if i % 11 == 0 else bytes([i, 0, 255 - i]) * (i % 4 + 1),
+                "headers": [("h", b"\x00\x01"), ("h", b"second"), ("bin", bytes(range(i % 8))), ("none", None)],
+                "partition": i % 3,
+                "timestamp": hour_ago + i * 1000,
+            }
+        )
+    produce(kafka_clusters.primary, keyed, records)
+    transactional_writes(
+        kafka_clusters.primary,
+        txn,
+        [
+            ([{"key": b"a%d" % i, "value": b"ok%d" % i, "partition": i % 2} for i in range(10)], True),
+            ([{"key": b"x%d" % i, "value": b"aborted%d" % i, "partition": i % 2} for i in range(5)], False),
+            ([{"key": b"b%d" % i, "value": b"ok-again%d" % i, "partition": i % 2} for i in range(7)], True),
+            ([{"key": b"y", "value": b"aborted-last", "partition": 1}], False),
+        ],
+    )
+    config = make_config(kafka_clusters, p, "mirrorflow.unit.max.records = 8\n")
+    report = replicate(config, "primary->backup", None, SparkExecutor(spark))
+    assert report.ok, report.errors
+    for topic in (keyed, txn):
+        assert committed(kafka_clusters.backup, f"primary.{topic}") == committed(kafka_clusters.primary, topic)
+    assert report.records == 60 + 17
+    assert all(part.lag == 0 for part in report.partitions)
+    assert max(part.units for part in report.partitions) > 1  # ranges were split into bounded units
+    assert not any(b"aborted" in (r.value or b"") for r in read_all(kafka_clusters.backup, f"primary.{txn}"))
+
+
+def test_resume_copies_only_new_records_and_progress_is_mm2s(kafka_clusters: Any) -> None:
+    p = prefix()
+    topic = create_topic(kafka_clusters.primary, f"{p}-resume", partitions=2)
+    produce(kafka_clusters.primary, topic, [{"value": b"v%d" % i, "partition": i % 2} for i in range(20)])
+    config = make_config(kafka_clusters, p)
+    first = replicate(config, "primary->backup", None, LocalExecutor())
+    assert first.ok and first.records == 20
+    produce(kafka_clusters.primary, topic, [{"value": b"w%d" % i, "partition": i % 2} for i in range(6)])
+    second = replicate(config, "primary->backup", None, LocalExecutor())
+    assert second.ok and second.records == 6
+    assert replicate(config, "primary->backup", None, LocalExecutor()).records == 0
+    assert committed(kafka_clusters.backup, f"primary.{topic}") == committed(kafka_clusters.primary, topic)
+
+    # Progress: MM2's exact key bytes, {"offset": last copied}, on the murmur2 partition.
+    progress = read_all(kafka_clusters.backup, progress_topic("primary"))
+    partitions = len(admin(kafka_clusters.backup).list_topics(timeout=10).topics[progress_topic("primary")].partitions)
+    latest: dict[int, int] = {}
+    for record in progress:
+        decoded = decode_source_offset_key(record.key)
+        if decoded and decoded[1] == topic:
+            assert decoded[0] == "primary"
+            assert record.key == b'["MirrorSourceConnector",{"cluster":"primary","partition":%d,"topic":"%s"}]' % (
+                decoded[2],
+                topic.encode(),
+            )
+            assert record.partition == java_partition(record.key, partitions)
+            latest[decoded[2]] = decode_source_offset_value(record.value)
+            assert record.value == b'{"offset":%d}' % latest[decoded[2]]
+    assert latest == {0: 12, 1: 12}
+
+
+def test_offset_syncs_cover_run_starts_ends_and_gaps(kafka_clusters: Any) -> None:
+    p = prefix()
+    topic = create_topic(kafka_clusters.primary, f"{p}-syncs", partitions=1)
+    transactional_writes(
+        kafka_clusters.primary,
+        topic,
+        [
+            ([{"value": b"a%d" % i} for i in range(5)], True),  # offsets 0-4, marker 5
+            ([{"value": b"x"}], False),  # 6 aborted, marker 7
+            ([{"value": b"b%d" % i} for i in range(3)], True),  # offsets 8-10, marker 11
+        ],
+    )
+    config = make_config(kafka_clusters, p)
+    assert replicate(config, "primary->backup", None, LocalExecutor()).ok
+    syncs = [
+        OffsetSync.decode(r.key, r.value) for r in read_all(kafka_clusters.backup, "mm2-offset-syncs.primary.internal")
+    ]
+    mine = [(s.upstream_offset, s.downstream_offset) for s in syncs if s.topic == topic]
+    assert mine == [(0, 0), (4, 4), (8, 5), (10, 7)]
+    run = [s.run for s in syncs if s.topic == topic][-1]
+    assert run is not None and (run.run_start_upstream, run.run_start_downstream) == (8, 5)
+    assert (run.previous_upstream, run.previous_downstream) == (4, 4)
+
+
+@pytest.mark.parametrize("delivery", ["exactly-once", "at-least-once"])
+def test_killed_task_is_retried_without_gap(
+    kafka_clusters: Any, spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, delivery: str
+) -> None:
+    p = prefix()
+    topic = create_topic(kafka_clusters.primary, f"{p}-fault", partitions=2)
+    produce(
+        kafka_clusters.primary,
+        topic,
+        [{"key": b"k%d" % i, "value": b"v%d" % i, "partition": i % 2} for i in range(200)],
+    )
+    stage = "before-commit" if delivery == "exactly-once" else "before-progress"
+    marker = tmp_path / "fault-fired"
+    monkeypatch.setenv("MIRRORFLOW_FAULT", json.dumps({"after_records": 40, "marker": str(marker), "stage": stage}))
+    config = make_config(kafka_clusters, p, f"mirrorflow.delivery = {delivery}\nmirrorflow.unit.max.records = 60\n")
+    report = replicate(config, "primary->backup", None, SparkExecutor(spark))
+    assert marker.exists(), "the fault hook did not fire"
+    monkeypatch.delenv("MIRRORFLOW_FAULT")
+    again = replicate(config, "primary->backup", None, SparkExecutor(spark))
+    assert report.ok and again.ok, (report.errors, again.errors)
+    source = committed(kafka_clusters.primary, topic)
+    target = committed(kafka_clusters.backup, f"primary.{topic}")
+    if delivery == "exactly-once":
+        assert target == source  # no duplicate, no gap
+        # the killed attempt really wrote: its records sit in an aborted transaction
+        assert len(read_all(kafka_clusters.backup, f"primary.{topic}", isolation="read_uncommitted")) > len(source)
+    else:
+        assert set(target) >= set(source)  # no gap
+        for partition in (0, 1):  # order kept, duplicates only as repeated runs
+            values = [r[2] for r in target if r[0] == partition]
+            assert sorted(set(values), key=values.index) == [r[2] for r in source if r[0] == partition]
+
+
+def test_new_topics_and_partitions_are_picked_up(kafka_clusters: Any) -> None:
+    p = prefix()
+    first = create_topic(kafka_clusters.primary, f"{p}-grow", partitions=1)
+    produce(kafka_clusters.primary, first, [b"a", b"b"])
+    config = make_config(kafka_clusters, p)
+    assert replicate(config, "primary->backup", None, LocalExecutor()).records == 2
+    source_admin = admin(kafka_clusters.primary)
+    source_admin.create_partitions([NewPartitions(first, 3)])[first].result(30)
+    second = create_topic(kafka_clusters.primary, f"{p}-new", partitions=2)
+    produce(kafka_clusters.primary, first, [{"value": b"p2", "partition": 2}])
+    produce(kafka_clusters.primary, second, [{"value": b"n", "partition": 1}])
+    report = replicate(config, "primary->backup", None, LocalExecutor())
+    assert report.ok and report.records == 2
+    topics = admin(kafka_clusters.backup).list_topics(timeout=10).topics
+    assert len(topics[f"primary.{first}"].partitions) == 3 and len(topics[f"primary.{second}"].partitions) == 2
+    assert committed(kafka_clusters.backup, f"primary.{first}") == committed(kafka_clusters.primary, first)
+    assert committed(kafka_clusters.backup, f"primary.{second}") == committed(kafka_clusters.primary, second)
+
+
+@pytest.mark.parametrize("truncation", ["continue", "stop"])
+def test_truncation_is_reported(kafka_clusters: Any, truncation: str) -> None:
+    from confluent_kafka import TopicPartition
+
+    p = prefix()
+    topic = create_topic(kafka_clusters.primary, f"{p}-trunc", partitions=1)
+    produce(kafka_clusters.primary, topic, [b"%d" % i for i in range(10)])
+    config = make_config(kafka_clusters, p, f"mirrorflow.truncation = {truncation}\n")
+    assert replicate(config, "primary->backup", None, LocalExecutor()).records == 10
+    produce(kafka_clusters.primary, topic, [b"%d" % i for i in range(10, 20)])
+    source_admin = admin(kafka_clusters.primary)
+    deleted = source_admin.delete_records([TopicPartition(topic, 0, 15)])
+    for future in deleted.values():
+        future.result(30)
+    report = replicate(config, "primary->backup", None, LocalExecutor())
+    assert report.loss_events == [
+        {
+            "topic": topic,
+            "partition": 0,
+            "first_missing": 10,
+            "last_missing": 14,
+            "action": "stopped" if truncation == "stop" else "continued from log start",
+        }
+    ]
+    values = [r.value for r in read_all(kafka_clusters.backup, f"primary.{topic}")]
+    if truncation == "continue":
+        assert report.ok and values == [b"%d" % i for i in list(range(10)) + list(range(15, 20))]
+    else:
+        assert not report.ok and values == [b"%d" % i for i in range(10)]
+        assert any("DATA LOSS" in e for e in report.errors)
+
+
+def test_replicate_cli_runs_the_spark_app(kafka_clusters: Any, tmp_path: Path) -> None:
+    import subprocess
+
+    p = prefix()
+    topic = create_topic(kafka_clusters.primary, f"{p}-cli", partitions=2)
+    produce(kafka_clusters.primary, topic, [{"value": b"c%d" % i, "partition": i % 2} for i in range(30)])
+    config_file = tmp_path / "mm2.properties"
+    config_file.write_text(
+        f"clusters = primary, backup\nprimary.bootstrap.servers = {kafka_clusters.primary}\n"
+        f"backup.bootstrap.servers = {kafka_clusters.backup}\nprimary->backup.enabled = true\n"
+        f"primary->backup.topics = {p}-.*\nreplication.factor = 1\noffset-syncs.topic.replication.factor = 1\n"
+        "offset-syncs.topic.location = target\nsync.topic.acls.enabled = false\n"
+        f"primary->backup.mirrorflow.families = cli\nprimary->backup.mirrorflow.family.cli.topics = {p}-cli\n"
+    )
+    report_file = tmp_path / "report.json"
+    exe = Path(sys.executable).parent / "mirrorflow"
+    result = subprocess.run(
+        [
+            str(exe),
+            "replicate",
+            "--config",
+            str(config_file),
+            "--flow",
+            "primary->backup",
+            "--family",
+            "cli",
+            "--report",
+            str(report_file),
+            "--master",
+            "local[2]",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
+    report = json.loads(report_file.read_text())
+    assert report["ok"] and report["records"] == 30 and report["family"] == "cli"
+    assert {(p_["partition"], p_["records"], p_["lag"]) for p_ in report["partitions"]} == {(0, 15, 0), (1, 15, 0)}
+    assert committed(kafka_clusters.backup, f"primary.{topic}") == committed(kafka_clusters.primary, topic)
