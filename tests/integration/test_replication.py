@@ -298,3 +298,41 @@ def test_replicate_cli_runs_the_spark_app(kafka_clusters: Any, tmp_path: Path) -
     assert report["ok"] and report["records"] == 30 and report["family"] == "cli"
     assert {(p_["partition"], p_["records"], p_["lag"]) for p_ in report["partitions"]} == {(0, 15, 0), (1, 15, 0)}
     assert committed(kafka_clusters.backup, f"primary.{topic}") == committed(kafka_clusters.primary, topic)
+
+
+def test_two_concurrent_runs_never_both_write(kafka_clusters: Any) -> None:
+    import threading
+
+    p = prefix()
+    topic = create_topic(kafka_clusters.primary, f"{p}-race", partitions=2)
+    produce(kafka_clusters.primary, topic, [{"value": b"r%d" % i, "partition": i % 2} for i in range(400)])
+    config = make_config(kafka_clusters, p, "mirrorflow.unit.max.records = 25\n")
+    reports: list[Any] = []
+    runs = [
+        threading.Thread(target=lambda: reports.append(replicate(config, "primary->backup", None, LocalExecutor())))
+        for _ in range(2)
+    ]
+    for thread in runs:
+        thread.start()
+    for thread in runs:
+        thread.join(300)
+    assert len(reports) == 2 and all(r.ok for r in reports), [r.errors for r in reports]
+    assert committed(kafka_clusters.backup, f"primary.{topic}") == committed(kafka_clusters.primary, topic)
+    assert sum(r.records for r in reports) == 400  # each record copied by exactly one of the two runs
+
+
+def test_continuous_mode_keeps_copying_until_the_time_is_up(kafka_clusters: Any) -> None:
+    import threading
+
+    from include.mirrorflow.replication.run import replicate_continuously
+
+    p = prefix()
+    topic = create_topic(kafka_clusters.primary, f"{p}-cont", partitions=1)
+    produce(kafka_clusters.primary, topic, [b"first"])
+    config = make_config(kafka_clusters, p, "mirrorflow.poll.interval = 1s\n")
+    late = threading.Timer(2.0, lambda: produce(kafka_clusters.primary, topic, [b"late"]))
+    late.start()
+    report = replicate_continuously(config, "primary->backup", None, LocalExecutor(), duration_s=6)
+    late.join()
+    assert report.ok and report.batches >= 3 and report.records == 2
+    assert [r.value for r in read_all(kafka_clusters.backup, f"primary.{topic}")] == [b"first", b"late"]

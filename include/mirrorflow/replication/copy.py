@@ -35,17 +35,26 @@ def copy_unit(spec: UnitSpec) -> UnitResult:
     started = time.monotonic()
     try:
         result = _copy(spec)
+    except KafkaException as exc:
+        error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+        fenced = error is not None and error.code() in _FENCED
+        # Fenced: a newer holder of this partition's transactional.id (a retry, a concurrent run) owns it now.
+        result = UnitResult(spec.topic, spec.partition, "fenced" if fenced else "failed", error=str(exc))
     except Exception as exc:  # noqa: BLE001 - reported per partition in the run report
         result = UnitResult(spec.topic, spec.partition, "failed", error=f"{type(exc).__name__}: {exc}")
     result.seconds = round(time.monotonic() - started, 3)
     return result
 
 
+_FENCED = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
+
+
 def _delivered(
-    store: list[tuple[int, int]], errors: list[str], upstream: int, err: KafkaError | None, message: Any
+    store: list[tuple[int, int]], errors: list[Any], upstream: int, err: KafkaError | None, message: Any
 ) -> None:
+    # Keep the error object: formatting it inside librdkafka's callback can fail on a fenced producer.
     if err is not None:
-        errors.append(f"offset {upstream}: {err}")
+        errors.append((upstream, err))
     else:
         store.append((upstream, message.offset()))
 
@@ -107,18 +116,29 @@ def _stored_position(spec: UnitSpec) -> tuple[int, int | None]:
     return (stored + 1 if stored is not None else spec.default_start), stored
 
 
-class _SourceTruncated(Exception):
-    """Retention deleted records while this unit was reading them: end the unit where it stands."""
-
-
 def _copy(spec: UnitSpec) -> UnitResult:
     exactly_once = spec.delivery == "exactly-once"
     producer_config = {**spec.target_producer, "enable.idempotence": True, "acks": "all"}
     if exactly_once:
         producer_config["transactional.id"] = spec.transactional_id
     producer = Producer(producer_config)
-    if exactly_once:
-        producer.init_transactions(spec.timeout_s)  # fences zombies and waits for their transactions to end
+    if not exactly_once:
+        return _copy_with(spec, producer, exactly_once)
+    producer.init_transactions(spec.timeout_s)  # fences zombies and waits for their transactions to end
+    try:
+        return _copy_with(spec, producer, exactly_once)
+    except (KafkaException, SystemError) as exc:
+        # A fenced producer fails in many places (confluent-kafka may even surface it as a SystemError
+        # from a callback); aborting tells fenced (another producer owns the partition now) from failed.
+        try:
+            producer.abort_transaction(10)
+        except KafkaException as abort_error:
+            if abort_error.args[0].code() in _FENCED:
+                return UnitResult(spec.topic, spec.partition, "fenced", error="fenced by a newer producer")
+        raise exc from None
+
+
+def _copy_with(spec: UnitSpec, producer: Producer, exactly_once: bool) -> UnitResult:
     start, stored = _stored_position(spec)
     result = UnitResult(spec.topic, spec.partition, "copied", start=start, position=start)
     # An out-of-range position is reported as data loss, never silently reset (auto.offset.reset=error).
@@ -132,7 +152,7 @@ def _copy(spec: UnitSpec) -> UnitResult:
         }
     )
     pairs: list[tuple[int, int]] = []
-    errors: list[str] = []
+    errors: list[Any] = []
     try:
         log_start, _ = consumer.get_watermark_offsets(TopicPartition(spec.topic, spec.partition), spec.timeout_s)
         if start < log_start:
@@ -154,9 +174,13 @@ def _copy(spec: UnitSpec) -> UnitResult:
         consumer.close()
     producer.flush(spec.timeout_s)
     if errors or len(pairs) != result.records:
+        codes = {err.code() for _, err in errors}
+        if exactly_once and codes & set(_FENCED):
+            return UnitResult(spec.topic, spec.partition, "fenced", start=start, error="fenced by a newer producer")
         if exactly_once:
             producer.abort_transaction(spec.timeout_s)
-        result.status, result.error = "failed", "; ".join(errors[:3]) or "records were not all acknowledged"
+        detail = "; ".join(f"offset {u}: {e.str()}" for u, e in errors[:3]) or "records were not all acknowledged"
+        result.status, result.error, result.records = "failed", detail, 0
         return result
     _maybe_fail(spec, "before-progress", result.records, producer)
     result.runs = _runs(pairs)
@@ -178,8 +202,8 @@ def _copy(spec: UnitSpec) -> UnitResult:
             error = exc.args[0]
             if error.txn_requires_abort():
                 producer.abort_transaction(spec.timeout_s)
-            result.status = "fenced" if error.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED) else "failed"
-            result.error = str(error)
+            result.status = "fenced" if error.code() in _FENCED else "failed"
+            result.error, result.records, result.bytes = str(error), 0, 0
             return result
     else:
         producer.flush(spec.timeout_s)
@@ -245,7 +269,7 @@ def _copy_records(
     consumer: Consumer,
     producer: Producer,
     pairs: list[tuple[int, int]],
-    errors: list[str],
+    errors: list[Any],
     result: UnitResult,
     start: int,
 ) -> int:
