@@ -300,13 +300,14 @@ def test_replicate_cli_runs_the_spark_app(kafka_clusters: Any, tmp_path: Path) -
     assert committed(kafka_clusters.backup, f"primary.{topic}") == committed(kafka_clusters.primary, topic)
 
 
-def test_two_concurrent_runs_never_both_write(kafka_clusters: Any) -> None:
+@pytest.mark.parametrize("delivery", ["exactly-once", "at-least-once"])
+def test_two_concurrent_runs_never_both_write(kafka_clusters: Any, delivery: str) -> None:
     import threading
 
     p = prefix()
     topic = create_topic(kafka_clusters.primary, f"{p}-race", partitions=2)
     produce(kafka_clusters.primary, topic, [{"value": b"r%d" % i, "partition": i % 2} for i in range(400)])
-    config = make_config(kafka_clusters, p, "mirrorflow.unit.max.records = 25\n")
+    config = make_config(kafka_clusters, p, f"mirrorflow.unit.max.records = 25\nmirrorflow.delivery = {delivery}\n")
     reports: list[Any] = []
     runs = [
         threading.Thread(target=lambda: reports.append(replicate(config, "primary->backup", None, LocalExecutor())))
@@ -316,7 +317,9 @@ def test_two_concurrent_runs_never_both_write(kafka_clusters: Any) -> None:
         thread.start()
     for thread in runs:
         thread.join(300)
-    assert len(reports) == 2 and all(r.ok for r in reports), [r.errors for r in reports]
+    assert len(reports) == 2
+    # Either the second run waited for the lock and found nothing new, or it gave up naming the lock.
+    assert all(r.ok or r.errors == [r.errors[0]] and "another run holds the lock" in r.errors[0] for r in reports)
     assert committed(kafka_clusters.backup, f"primary.{topic}") == committed(kafka_clusters.primary, topic)
     assert sum(r.records for r in reports) == 400  # each record copied by exactly one of the two runs
 
@@ -336,3 +339,19 @@ def test_continuous_mode_keeps_copying_until_the_time_is_up(kafka_clusters: Any)
     late.join()
     assert report.ok and report.batches >= 3 and report.records == 2
     assert [r.value for r in read_all(kafka_clusters.backup, f"primary.{topic}")] == [b"first", b"late"]
+
+
+def test_family_lock_excludes_a_second_holder_until_released(kafka_clusters: Any) -> None:
+    from include.mirrorflow.replication.lock import FamilyLock, LockHeldError
+    from include.mirrorflow.replication.run import family_lock
+
+    config = make_config(kafka_clusters, prefix())
+    flow = config.flow("primary", "backup")
+    with family_lock(flow, "locktest") as first:
+        assert first.held
+        second = FamilyLock(family_lock(flow, "locktest").config, first.group, wait_s=4)
+        with pytest.raises(LockHeldError, match="another run holds the lock"):
+            second.__enter__()
+        assert first.held  # a contender joining does not take the lock away
+    with family_lock(flow, "locktest") as again:  # free again at the latest after the contender's rebalance timeout
+        assert again.held

@@ -224,15 +224,9 @@ class _Resolver:
             except JavaRegexError as exc:
                 self.err(f"bad regex: {exc}", entry)
                 return False
-        elif spec.type == "duration":
+        elif spec.type in ("duration", "schedule"):
             try:
-                parse_duration(value)
-            except ValueError as exc:
-                self.err(str(exc), entry)
-                return False
-        elif spec.type == "schedule":
-            try:
-                parse_schedule(value)
+                (parse_duration if spec.type == "duration" else parse_schedule)(value)
             except ValueError as exc:
                 self.err(str(exc), entry)
                 return False

@@ -8,6 +8,7 @@ order. State lives on the clusters (progress, offset syncs), so any process can 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -23,6 +24,7 @@ from confluent_kafka.admin import OffsetSpec
 from .. import clients, topics
 from ..config.model import FlowConfig, MirrorConfig, parse_duration
 from .executor import UnitExecutor
+from .lock import LOCK_TOPIC, FamilyLock, LockHeldError
 from .progress import ensure_compacted_topic, progress_location, progress_topic, read_progress
 from .units import Fault, LossEvent, UnitResult, UnitSpec
 
@@ -142,7 +144,7 @@ class _Run:
             )
         return progress_partitions, syncs_topic, on_target
 
-    def execute(self, report: RunReport) -> None:
+    def execute(self, report: RunReport, lock: FamilyLock) -> None:
         flow = self.flow
         plans = topics.discover(flow, self.family, self.source_admin, self.timeout)
         if self.only_topics is not None:
@@ -176,6 +178,9 @@ class _Run:
         pending = {k for k, p in by_tp.items() if p.start < p.end or p.start < starts[k]}
         wave = 0
         while pending:
+            if not lock.held:
+                report.errors.append(f"{flow.name} family {self.family}: lost the run lock; another run took over")
+                break
             wave += 1
             units = [self._unit(common, by_tp[k], ends[k]) for k in sorted(pending)]
             log.info("%s family %s: wave %d, %d work unit(s)", flow.name, self.family, wave, len(units))
@@ -263,6 +268,24 @@ class _Run:
             part.status = result.status
 
 
+def _enabled_flow(config: MirrorConfig, flow_name: str, family: str | None) -> FlowConfig:
+    source, _, target = flow_name.partition("->")
+    flow = config.flow(source, target)
+    if not flow.enabled:
+        raise ValueError(f"flow {flow_name} is not enabled in {config.path}")
+    if family is not None:
+        flow.family(family)  # KeyError names the flow's families
+    return flow
+
+
+def family_lock(flow: FlowConfig, family: str | None) -> FamilyLock:
+    """The lock of one flow family (of the whole flow when ``family`` is None)."""
+    target = clients.admin(flow, "target")
+    ensure_compacted_topic(target, LOCK_TOPIC, 1, -1)
+    config = clients.client_properties(flow, "target", "consumer")
+    return FamilyLock(config, f"mirrorflow-lock.{flow.source}->{flow.target}.{family or '*'}")
+
+
 def replicate(
     config: MirrorConfig,
     flow_name: str,
@@ -271,17 +294,21 @@ def replicate(
     *,
     only_topics: set[str] | None = None,
     timeout: float = 120.0,
+    lock: FamilyLock | None = None,
 ) -> RunReport:
-    """Copy everything new in one family of one flow; the report says what happened per partition."""
-    source, _, target = flow_name.partition("->")
-    flow = config.flow(source, target)
-    if not flow.enabled:
-        raise ValueError(f"flow {flow_name} is not enabled in {config.path}")
-    if family is not None:
-        flow.family(family)  # KeyError names the flow's families
+    """Copy everything new in one family of one flow; the report says what happened per partition.
+
+    The run holds the family's lock (see ``lock.py``); pass ``lock`` to reuse one already held.
+    """
+    flow = _enabled_flow(config, flow_name, family)
     report = RunReport(flow.name, family, flow.delivery, datetime.now(UTC).isoformat(timespec="seconds"))
     started = time.monotonic()
-    _Run(config, flow, family, executor, only_topics, timeout).execute(report)
+    run = _Run(config, flow, family, executor, only_topics, timeout)
+    try:
+        with contextlib.nullcontext(lock) if lock is not None else family_lock(flow, family) as held:
+            run.execute(report, held)
+    except LockHeldError as exc:
+        report.errors.append(str(exc))
     report.batches = 1
     report.seconds = round(time.monotonic() - started, 3)
     return report
@@ -297,12 +324,26 @@ def replicate_continuously(
     only_topics: set[str] | None = None,
 ) -> RunReport:
     """Micro-batches until ``duration_s`` is up, so lag is seconds rather than a schedule interval."""
-    source, _, target = flow_name.partition("->")
-    pause = parse_duration(config.flow(source, target).get("mirrorflow.poll.interval"))
+    flow = _enabled_flow(config, flow_name, family)
+    pause = parse_duration(flow.get("mirrorflow.poll.interval"))
     deadline = time.monotonic() + duration_s
+    with family_lock(flow, family) as lock:  # held across batches: one group join, not one per batch
+        return _batches(config, flow_name, family, executor, only_topics, lock, pause, deadline)
+
+
+def _batches(
+    config: MirrorConfig,
+    flow_name: str,
+    family: str | None,
+    executor: UnitExecutor,
+    only_topics: set[str] | None,
+    lock: FamilyLock,
+    pause: float,
+    deadline: float,
+) -> RunReport:
     total: RunReport | None = None
     while True:
-        batch = replicate(config, flow_name, family, executor, only_topics=only_topics)
+        batch = replicate(config, flow_name, family, executor, only_topics=only_topics, lock=lock)
         total = batch if total is None else _merge(total, batch)
         log.info(
             "%s family %s: batch %d copied %d record(s); lag %d",
