@@ -60,7 +60,8 @@ class ClientConfigError(ValueError):
 
 def _translate_jaas(jaas: str) -> dict[str, str]:
     if "PlainLoginModule" in jaas or "ScramLoginModule" in jaas:
-        options = dict(_JAAS.findall(jaas))
+        # JAAS option values are quoted strings with backslash escapes (\" inside a password).
+        options = {k: re.sub(r"\\(.)", r"\1", v) for k, v in _JAAS.findall(jaas)}
         if "username" not in options or "password" not in options:
             raise ClientConfigError(
                 "sasl.jaas.config: the PLAIN/SCRAM login module needs username and password options"

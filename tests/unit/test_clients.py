@@ -1,0 +1,64 @@
+"""Java client settings (as written in mm2.properties) translated for librdkafka, secrets kept out of errors."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import Producer
+
+from include.mirrorflow.clients import ClientConfigError, _build, client_properties, librdkafka_config
+from include.mirrorflow.config import parse_config
+
+JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="svc" password="p@ss \\"x\\"";'
+
+
+def test_plain_and_scram_jaas_become_username_and_password() -> None:
+    config = librdkafka_config({"sasl.jaas.config": JAAS, "sasl.mechanism": "PLAIN", "security.protocol": "SASL_SSL"})
+    assert config == {
+        "sasl.username": "svc",
+        "sasl.password": 'p@ss "x"',
+        "sasl.mechanisms": "PLAIN",
+        "security.protocol": "SASL_SSL",
+    }
+    scram = librdkafka_config({"sasl.jaas.config": JAAS.replace("plain.PlainLoginModule", "scram.ScramLoginModule")})
+    assert scram["sasl.username"] == "svc"
+
+
+def test_unsupported_login_module_and_jks_stores_are_refused_by_name() -> None:
+    with pytest.raises(ClientConfigError, match="Krb5LoginModule is not supported"):
+        librdkafka_config({"sasl.jaas.config": "com.sun.security.auth.module.Krb5LoginModule required;"})
+    with pytest.raises(ClientConfigError, match="ssl.truststore.location: a JKS truststore"):
+        librdkafka_config({"ssl.truststore.location": "/x.jks", "ssl.truststore.password": "secret"})
+    pem = librdkafka_config({"ssl.truststore.location": "/ca.pem", "ssl.truststore.type": "PEM"})
+    assert pem == {"ssl.ca.location": "/ca.pem"}
+    assert librdkafka_config(
+        {"ssl.keystore.location": "/k.p12", "ssl.keystore.type": "PKCS12", "ssl.keystore.password": "pw"}
+    ) == {"ssl.keystore.location": "/k.p12", "ssl.keystore.password": "pw"}
+
+
+def test_java_only_keys_are_dropped_and_renamed_keys_renamed() -> None:
+    config = librdkafka_config({"max.poll.records": "5", "key.deserializer": "x", "delivery.timeout.ms": "9"})
+    assert config == {"message.timeout.ms": "9"}
+
+
+def test_unknown_keys_are_dropped_with_their_name_and_bad_values_hide_secrets() -> None:
+    producer = _build(Producer, {"bootstrap.servers": "127.0.0.1:1", "max.request.size": "1"}, "test producer")
+    assert producer is not None
+    with pytest.raises(ClientConfigError) as err:
+        _build(
+            Producer,
+            {"bootstrap.servers": "127.0.0.1:1", "sasl.password": "hunter2", "linger.ms": "hunter2"},
+            "test producer",
+        )
+    assert "hunter2" not in str(err.value)
+
+
+def test_flow_client_properties_carry_mm2_precedence_and_a_client_id() -> None:
+    flow = parse_config(
+        "clusters = a, b\na.bootstrap.servers = h1:1\nb.bootstrap.servers = h2:1\na->b.enabled = true\n"
+        f"b.producer.sasl.jaas.config = {JAAS}\nb.sasl.mechanism = PLAIN\n"
+    ).flow("a", "b")
+    producer = client_properties(flow, "target", "producer")
+    assert producer["sasl.username"] == "svc" and producer["sasl.mechanisms"] == "PLAIN"
+    assert producer["client.id"] == "mirrorflow|a->b|target-producer"
+    consumer = client_properties(flow, "source", "consumer")
+    assert consumer["isolation.level"] == "read_committed" and consumer["enable.auto.commit"] == "false"
