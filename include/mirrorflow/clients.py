@@ -140,6 +140,8 @@ def client_properties(flow: FlowConfig, side: Side, role: Role, **overrides: Any
     """librdkafka properties of one client of a flow (``client.id`` follows MM2's convention)."""
     client_id = f"mirrorflow|{flow.name}|{side}-{role}"
     config = librdkafka_config(flow.client_config(side, role), client_id)
+    if role == "consumer":
+        config["group.id"] = f"mirrorflow-{flow.source}-{flow.target}"  # assign() only; never committed
     config.update(overrides)
     return config
 
@@ -149,9 +151,7 @@ def admin(flow: FlowConfig, side: Side) -> AdminClient:
 
 
 def consumer(flow: FlowConfig, side: Side, **overrides: Any) -> Consumer:
-    config = client_properties(flow, side, "consumer", **overrides)
-    config.setdefault("group.id", f"mirrorflow-{flow.source}-{flow.target}")  # assign() only; never committed
-    return _build(Consumer, config, f"{flow.name} {side} consumer")
+    return _build(Consumer, client_properties(flow, side, "consumer", **overrides), f"{flow.name} {side} consumer")
 
 
 def producer(flow: FlowConfig, side: Side, **overrides: Any) -> Producer:

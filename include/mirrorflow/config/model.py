@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 from ..filters import ConfigPropertyFilter, GroupFilter, PatternList, TopicFilter
-from ..policy import ReplicationPolicy
+from ..policy import ReplicationPolicy, is_cycle
 from .keys import DEFAULT_FAMILY
 
 OriginKind = Literal["file", "mm2-default", "mirrorflow-default", "forced", "connection"]
@@ -176,8 +176,6 @@ class FlowConfig:
 
     def should_replicate_topic(self, topic: str) -> bool:
         """``MirrorSourceConnector.shouldReplicateTopic``: filter (or heartbeats), not internal, no cycle."""
-        from ..policy import is_cycle
-
         wanted = self.topic_filter.should_replicate_topic(topic) or (
             self.get_bool("heartbeats.replication.enabled") and self.policy.is_heartbeats_topic(topic)
         )
@@ -198,10 +196,6 @@ class FlowConfig:
             if fam.name == name:
                 return fam
         raise KeyError(f"flow {self.name} has no family '{name}'")
-
-    @property
-    def remote_topic_prefix_example(self) -> str:
-        return self.policy.format_remote_topic(self.source, "<topic>")
 
     def internal_topics(self) -> dict[str, str]:
         """Names (and clusters) of the internal topics this flow reads and writes, MM2's names."""

@@ -54,6 +54,7 @@ from .model import (
     MirrorConfig,
     Origin,
     Role,
+    Schedule,
     Setting,
     Side,
     parse_duration,
@@ -463,7 +464,7 @@ class _Resolver:
         self._check_overlaps(name, result)
         return result
 
-    def _family_schedule(self, fam: str, settings: dict[str, Setting], fallback):  # type: ignore[no-untyped-def]
+    def _family_schedule(self, fam: str, settings: dict[str, Setting], fallback: Schedule) -> Schedule:
         setting = settings.get(f"{FAMILY_PREFIX}{fam}.schedule")
         if setting is None or not self._schedule_ok(setting):
             return fallback

@@ -36,8 +36,7 @@ def copy_unit(spec: UnitSpec) -> UnitResult:
     try:
         result = _copy(spec)
     except KafkaException as exc:
-        error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
-        fenced = error is not None and error.code() in _FENCED
+        fenced = _is_fenced(exc.args[0] if exc.args else None)
         # Fenced: a newer holder of this partition's transactional.id (a retry, a concurrent run) owns it now.
         result = UnitResult(spec.topic, spec.partition, "fenced" if fenced else "failed", error=str(exc))
     except Exception as exc:  # noqa: BLE001 - reported per partition in the run report
@@ -47,6 +46,11 @@ def copy_unit(spec: UnitSpec) -> UnitResult:
 
 
 _FENCED = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
+
+
+def _is_fenced(error: object) -> bool:
+    """True for the errors a transactional producer gets once a newer holder of its id exists."""
+    return isinstance(error, KafkaError) and error.code() in _FENCED
 
 
 def _delivered(
@@ -81,15 +85,7 @@ def offset_syncs(spec: UnitSpec, runs: list[Run], previous_upstream: int) -> lis
     prev_u, prev_d = previous_upstream, -1
     for run in runs:
         ext = CopiedRun(run.start_upstream, run.start_downstream, prev_u, prev_d)
-        syncs.append(
-            OffsetSync(
-                spec.topic,
-                spec.partition,
-                run.start_upstream,
-                run.start_downstream,
-                CopiedRun(run.start_upstream, run.start_downstream, prev_u, prev_d),
-            )
-        )
+        syncs.append(OffsetSync(spec.topic, spec.partition, run.start_upstream, run.start_downstream, ext))
         if run.end_upstream != run.start_upstream:
             syncs.append(OffsetSync(spec.topic, spec.partition, run.end_upstream, run.end_downstream, ext))
         prev_u, prev_d = run.end_upstream, run.end_downstream
@@ -133,7 +129,7 @@ def _copy(spec: UnitSpec) -> UnitResult:
         try:
             producer.abort_transaction(10)
         except KafkaException as abort_error:
-            if abort_error.args[0].code() in _FENCED:
+            if _is_fenced(abort_error.args[0]):
                 return UnitResult(spec.topic, spec.partition, "fenced", error="fenced by a newer producer")
         raise exc from None
 
@@ -141,16 +137,7 @@ def _copy(spec: UnitSpec) -> UnitResult:
 def _copy_with(spec: UnitSpec, producer: Producer, exactly_once: bool) -> UnitResult:
     start, stored = _stored_position(spec)
     result = UnitResult(spec.topic, spec.partition, "copied", start=start, position=start)
-    # An out-of-range position is reported as data loss, never silently reset (auto.offset.reset=error).
-    consumer = Consumer(
-        {
-            "receive.message.max.bytes": _RECEIVE_MAX,
-            **spec.source_consumer,
-            "enable.partition.eof": True,
-            "enable.auto.commit": False,
-            "auto.offset.reset": "error",
-        }
-    )
+    consumer = _source_consumer(spec)
     pairs: list[tuple[int, int]] = []
     errors: list[Any] = []
     try:
@@ -174,8 +161,7 @@ def _copy_with(spec: UnitSpec, producer: Producer, exactly_once: bool) -> UnitRe
         consumer.close()
     producer.flush(spec.timeout_s)
     if errors or len(pairs) != result.records:
-        codes = {err.code() for _, err in errors}
-        if exactly_once and codes & set(_FENCED):
+        if exactly_once and any(_is_fenced(err) for _, err in errors):
             return UnitResult(spec.topic, spec.partition, "fenced", start=start, error="fenced by a newer producer")
         if exactly_once:
             producer.abort_transaction(spec.timeout_s)
@@ -202,7 +188,7 @@ def _copy_with(spec: UnitSpec, producer: Producer, exactly_once: bool) -> UnitRe
             error = exc.args[0]
             if error.txn_requires_abort():
                 producer.abort_transaction(spec.timeout_s)
-            result.status = "fenced" if error.code() in _FENCED else "failed"
+            result.status = "fenced" if _is_fenced(error) else "failed"
             result.error, result.records, result.bytes = str(error), 0, 0
             return result
     else:
@@ -221,17 +207,24 @@ def _produce_syncs(producer: Producer, topic: str, syncs: list[OffsetSync]) -> N
         producer.produce(topic, key=sync.key(), value=sync.value(), partition=0)
 
 
-def _read_range(config: dict[str, Any], spec: UnitSpec, begin: int, end: int, isolation: str) -> list[Any]:
-    """Messages of ``spec.topic[spec.partition]`` with ``begin <= offset < end``, read from ``begin``."""
-    consumer = Consumer(
+def _source_consumer(spec: UnitSpec, **overrides: Any) -> Consumer:
+    """A consumer of the source partition that reports end of partition and never resets silently:
+    an out-of-range position (retention deleted records) surfaces as an error, hence as a loss event."""
+    return Consumer(
         {
-            **config,
-            "isolation.level": isolation,
+            "receive.message.max.bytes": _RECEIVE_MAX,
+            **spec.source_consumer,
             "enable.partition.eof": True,
             "enable.auto.commit": False,
             "auto.offset.reset": "error",
+            **overrides,
         }
     )
+
+
+def _read_range(spec: UnitSpec, begin: int, end: int, isolation: str) -> list[Any]:
+    """Messages of ``spec.topic[spec.partition]`` with ``begin <= offset < end``, read from ``begin``."""
+    consumer = _source_consumer(spec, **{"isolation.level": isolation})
     found: list[Any] = []
     try:
         consumer.assign([TopicPartition(spec.topic, spec.partition, begin)])
@@ -258,10 +251,9 @@ def _skipped_committed(spec: UnitSpec, begin: int, end: int) -> list[Any]:
     run's first offset (a transaction boundary) finds them. This costs two short reads, and only when
     records were skipped right at the start of a unit.
     """
-    config = {"receive.message.max.bytes": _RECEIVE_MAX, **spec.source_consumer}
-    if begin <= spec.default_start or not _read_range(config, spec, begin, end, "read_uncommitted"):
+    if begin <= spec.default_start or not _read_range(spec, begin, end, "read_uncommitted"):
         return []
-    return [m for m in _read_range(config, spec, spec.default_start, end, "read_committed") if m.offset() >= begin]
+    return [m for m in _read_range(spec, spec.default_start, end, "read_committed") if m.offset() >= begin]
 
 
 def _copy_records(

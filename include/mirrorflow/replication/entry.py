@@ -30,11 +30,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 
 def summary(report: RunReport) -> str:
-    lag = sum(p.lag or 0 for p in report.partitions)
     lines = [
         (
             f"{report.flow} family {report.family or '(all)'}: {report.records} record(s) in "
-            f"{len(report.partitions)} partition(s), {report.seconds:.1f} s, lag {lag}"
+            f"{len(report.partitions)} partition(s), {report.seconds:.1f} s, lag {report.lag}"
         )
     ]
     for p in report.partitions:

@@ -72,10 +72,14 @@ class RunReport:
     def records(self) -> int:
         return sum(p.records for p in self.partitions)
 
+    @property
+    def lag(self) -> int:
+        """Records still to copy, summed over partitions (as measured at the end of the run)."""
+        return sum(p.lag or 0 for p in self.partitions)
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        data["ok"], data["records"] = self.ok, self.records
-        data["lag"] = sum(p.lag or 0 for p in self.partitions)
+        data["ok"], data["records"], data["lag"] = self.ok, self.records, self.lag
         return data
 
     def write_json(self, path: str | Path) -> None:
@@ -161,9 +165,7 @@ class _Run:
         isolation = _isolation(flow)
         ends = _offsets(self.source_admin, tps, OffsetSpec.latest(), isolation, self.timeout)
         starts = _offsets(self.source_admin, tps, OffsetSpec.earliest(), isolation, self.timeout)
-        target_consumer = clients.client_properties(
-            flow, "target", "consumer", **{"group.id": f"mirrorflow-{flow.source}-{flow.target}"}
-        )
+        target_consumer = clients.client_properties(flow, "target", "consumer")
         stored = read_progress(target_consumer, progress_topic(flow.source), flow.source, timeout=self.timeout)
         latest = flow.client_config("source", "consumer").get("auto.offset.reset") == "latest"
         remote = {p.source_topic: p.remote_topic for p in plans}
@@ -174,7 +176,7 @@ class _Run:
             begin = stored[key] + 1 if key in stored else default_start
             by_tp[key] = PartitionReport(tp.topic, remote[tp.topic], tp.partition, begin, ends[key], begin)
         report.partitions.extend(by_tp.values())
-        common = self._unit_common(progress_partitions, syncs_topic, syncs_on_target, target_consumer)
+        common = self._unit_common(syncs_topic, syncs_on_target, target_consumer)
         pending = {k for k, p in by_tp.items() if p.start < p.end or p.start < starts[k]}
         wave = 0
         while pending:
@@ -182,7 +184,7 @@ class _Run:
                 report.errors.append(f"{flow.name} family {self.family}: lost the run lock; another run took over")
                 break
             wave += 1
-            units = [self._unit(common, by_tp[k], ends[k]) for k in sorted(pending)]
+            units = [self._unit(common, by_tp[k], ends[k], progress_partitions) for k in sorted(pending)]
             log.info("%s family %s: wave %d, %d work unit(s)", flow.name, self.family, wave, len(units))
             for result in self.executor.run(units):
                 key = (result.topic, result.partition)
@@ -204,9 +206,8 @@ class _Run:
             if part.status == "planned":
                 part.status = "up to date"
 
-    def _unit_common(
-        self, progress_partitions: int, syncs_topic: str, syncs_on_target: bool, target_consumer: dict[str, Any]
-    ) -> dict[str, Any]:
+    def _unit_common(self, syncs_topic: str, syncs_on_target: bool, target_consumer: dict[str, Any]) -> dict[str, Any]:
+        """The UnitSpec fields every unit of this run shares."""
         flow = self.flow
         return {
             "source_alias": flow.source,
@@ -214,13 +215,10 @@ class _Run:
             "max_records": flow.get_int("mirrorflow.unit.max.records"),
             "max_bytes": flow.get_int("mirrorflow.unit.max.bytes"),
             "delivery": flow.delivery,
-            "source_consumer": clients.client_properties(
-                flow, "source", "consumer", **{"group.id": f"mirrorflow-{flow.source}-{flow.target}"}
-            ),
+            "source_consumer": clients.client_properties(flow, "source", "consumer"),
             "target_producer": clients.client_properties(flow, "target", "producer"),
             "target_consumer": target_consumer,
             "progress_topic": progress_topic(flow.source),
-            "progress_partitions": progress_partitions,
             "syncs_topic": syncs_topic,
             "syncs_on_target": syncs_on_target,
             "syncs_producer": clients.client_properties(flow, "target" if syncs_on_target else "source", "producer"),
@@ -230,11 +228,8 @@ class _Run:
             "timeout_s": self.timeout,
         }
 
-    def _unit(self, common: dict[str, Any], part: PartitionReport, end: int) -> UnitSpec:
-        values = dict(common)
-        key, partition = progress_location(
-            self.flow.source, part.topic, part.partition, values.pop("progress_partitions")
-        )
+    def _unit(self, common: dict[str, Any], part: PartitionReport, end: int, progress_partitions: int) -> UnitSpec:
+        key, partition = progress_location(self.flow.source, part.topic, part.partition, progress_partitions)
         return UnitSpec(
             topic=part.topic,
             remote_topic=part.remote_topic,
@@ -244,7 +239,7 @@ class _Run:
             transactional_id=f"mirrorflow|{self.flow.name}|{part.topic}|{part.partition}",
             progress_partition=partition,
             progress_key=key,
-            **values,
+            **common,
         )
 
     @staticmethod
@@ -351,7 +346,7 @@ def _batches(
             family,
             total.batches,
             batch.records,
-            sum(p.lag or 0 for p in batch.partitions),
+            batch.lag,
         )
         if time.monotonic() + pause >= deadline or not batch.ok:
             return total
