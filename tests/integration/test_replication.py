@@ -252,6 +252,12 @@ def test_truncation_is_reported(kafka_clusters: Any, truncation: str) -> None:
     values = [r.value for r in read_all(kafka_clusters.backup, f"primary.{topic}")]
     if truncation == "continue":
         assert report.ok and values == [b"%d" % i for i in list(range(10)) + list(range(15, 20))]
+        syncs = [
+            OffsetSync.decode(r.key, r.value)
+            for r in read_all(kafka_clusters.backup, "mm2-offset-syncs.primary.internal")
+        ]
+        after_loss = [s.run for s in syncs if s.topic == topic and s.upstream_offset == 15]
+        assert after_loss and after_loss[0].previous_upstream == -1  # no exactness claimed across lost records
     else:
         assert not report.ok and values == [b"%d" % i for i in range(10)]
         assert any("DATA LOSS" in e for e in report.errors)

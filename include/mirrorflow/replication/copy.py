@@ -171,7 +171,10 @@ def _copy_with(spec: UnitSpec, producer: Producer, exactly_once: bool) -> UnitRe
     _maybe_fail(spec, "before-progress", result.records, producer)
     result.runs = _runs(pairs)
     result.position = position
-    syncs = offset_syncs(spec, result.runs, previous_upstream=start - 1 if stored is None else stored)
+    # After a loss the records between the stored progress and the log start existed but were never
+    # copied, so nothing may be claimed about what precedes this unit's first run.
+    previous = -1 if result.loss is not None else (start - 1 if stored is None else stored)
+    syncs = offset_syncs(spec, result.runs, previous_upstream=previous)
     producer.produce(
         spec.progress_topic,
         key=spec.progress_key,
