@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import os
+import shutil
 import signal
+import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -19,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from include.mirrorflow.config.location import DEFAULT_CONFIG
+from include.mirrorflow.demo.airflow_env import airflow_environment
 from include.mirrorflow.devcluster import ClusterSpec, DevClusters, free_port
 from tests.kafka_helpers import create_topic, unique_topic_name
 
@@ -28,6 +33,26 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "integration: needs real local Kafka clusters (noida-db); starts brokers on free ports",
     )
+    _configure_airflow()
+
+
+def _configure_airflow() -> None:
+    """A throwaway AIRFLOW_HOME for the session, set before any test module imports airflow.
+
+    Airflow reads its configuration once, at import; tests must never touch a developer's or the
+    demo's Airflow home, and the DAG and plugin folders must be this checkout's.
+    """
+    home = Path(tempfile.mkdtemp(prefix="mirrorflow-airflow-"))
+    atexit.register(shutil.rmtree, home, True)
+    os.environ.update(airflow_environment(home, api_port=free_port(), config_path=DEFAULT_CONFIG))
+
+
+@pytest.fixture(scope="session")
+def airflow_db() -> None:
+    """A fresh Airflow metadata database (SQLite in the session's AIRFLOW_HOME), made once per session."""
+    from airflow.utils.db import resetdb
+
+    resetdb()
 
 
 @dataclass(frozen=True)

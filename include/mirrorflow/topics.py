@@ -560,3 +560,28 @@ def prepare_target(
     changed.update({p.remote_topic: p.partitions for p in plans if p.source_topic in report.partitions_added})
     _await_metadata(target_admin, changed, timeout)
     return report
+
+
+def prepare_family(
+    flow: FlowConfig,
+    family: str | None,
+    source_admin: AdminClient,
+    target_admin: AdminClient,
+    only_topics: set[str] | None = None,
+    timeout: float = 30,
+) -> tuple[list[TopicPlan], PreparationReport]:
+    """Discover a family's source topics (optionally only some) and prepare the target for them.
+
+    Returns the plans the target is ready for (topics with a preparation error are left out) and the
+    report. The mirror DAG's prepare step and every replication run call this same function.
+    """
+    plans = discover(flow, family, source_admin, timeout)
+    if only_topics is not None:
+        unknown = sorted(only_topics - {p.source_topic for p in plans})
+        if unknown:
+            raise ValueError(
+                f"{flow.name} family {family or '(all)'}: no such source topic to replicate: {', '.join(unknown)}"
+            )
+        plans = [p for p in plans if p.source_topic in only_topics]
+    report = prepare_target(flow, plans, source_admin, target_admin, timeout)
+    return [p for p in plans if p.source_topic not in report.errors], report

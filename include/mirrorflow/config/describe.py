@@ -103,6 +103,63 @@ def render_text(description: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def render_family_markdown(flow: FlowConfig, family: str) -> str:
+    """Markdown for a mirror DAG's docs: what it copies, where to, how often, and the settings that matter.
+
+    Only settings that differ from MM2's or mirrorflow's defaults are listed (with where each was
+    set), so an operator sees what is special about this flow; values are redacted.
+    """
+    fam = flow.family(family)
+    info = describe_flow(flow)
+    topics = f"`{fam.topics}`" if fam.topics is not None else "every replicated topic no other family claims"
+    example = flow.policy.format_remote_topic(flow.source, "orders")
+    out = [
+        f"# Mirror `{flow.source}` → `{flow.target}`, family `{fam.name}`",
+        "",
+        (
+            f"Copies what is new in the **{fam.name}** topics of cluster `{flow.source}` to cluster "
+            f"`{flow.target}` on every run (incremental micro-batches with Spark), with "
+            f"**{flow.delivery}** delivery. Topic `orders` on `{flow.source}` becomes `{example}` on `{flow.target}`."
+        ),
+        "",
+        "| | |",
+        "|---|---|",
+        f"| Topic patterns | {topics} |",
+        f"| Flow topic filter | `{flow.get('topics')}` (excluded: `{flow.get('topics.exclude')}`) |",
+        f"| Schedule | `{fam.schedule.text}` |",
+        f"| Delivery | {flow.delivery} |",
+        f"| Replication policy | {info['policy']} |",
+        "",
+        (
+            "**Tasks**: `check_clusters` (both clusters answer) → `prepare_target` (remote topics, partitions, "
+            "configs, ACLs) → `replicate` (Spark app `spark_apps/mirror_family.py` via the `spark_default` "
+            "connection) → `publish_report` (per-partition records and lag; an asset event for the checkpoints DAG)."
+        ),
+        "",
+        (
+            "**Run now**: *Trigger DAG* in the UI; the form can keep the run going for a while "
+            "(continuous micro-batches) or copy only some topics."
+        ),
+        "",
+        "## Internal topics",
+        "",
+    ]
+    out += [f"- {name}: `{where}`" for name, where in info["internal_topics"].items()]
+    other_families = tuple(f"mirrorflow.family.{f.name}." for f in flow.families if f.name != fam.name)
+    changed = {
+        k: v
+        for k, v in info["settings"].items()
+        if not str(v["origin"]).endswith("default") and not k.startswith(other_families)
+    }
+    out += ["", "## Settings that differ from the defaults", ""]
+    if changed:
+        out += ["| Key | Value | Set in |", "|---|---|---|"]
+        out += [f"| `{k}` | `{v['value']}` | {v['origin']} |" for k, v in changed.items()]
+    else:
+        out.append("None: MM2's defaults throughout.")
+    return "\n".join(out) + "\n"
+
+
 def _rows(props: dict[str, dict[str, str | None]], indent: int) -> list[str]:
     width = max((len(k) for k in props), default=0)
     return [f"{' ' * indent}{k:<{width}} = {v['value']}    [{v['origin']}]" for k, v in props.items()]

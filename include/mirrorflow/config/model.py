@@ -34,7 +34,8 @@ class Origin:
 
     def describe(self) -> str:
         if self.kind == "file":
-            text = f"{Path(self.file or '').name}:{self.line} ({self.key})"
+            where = f"{Path(self.file or '').name}:{self.line}" if self.line else self.file
+            text = f"{where} ({self.key})"
             if self.via:
                 text += " via config provider"
         elif self.kind == "mm2-default":
@@ -218,6 +219,8 @@ class MirrorConfig:
     flows: dict[tuple[str, str], FlowConfig]
     top_level: dict[str, Setting]
     warnings: list[str] = field(default_factory=list)
+    #: Flows left out by a partial load (``load_config(partial=True)``), with their errors.
+    broken_flows: dict[str, list[str]] = field(default_factory=dict)
 
     def flow(self, source: str, target: str) -> FlowConfig:
         try:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from ..classpath import ClassLoadError
@@ -69,8 +69,14 @@ _FAMILY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 _ARROW_LOOKALIKES = ("→", "=>", "-&gt;", "—>", "–>")
 
 
-def load_config(path: str | Path) -> MirrorConfig:
-    """Read and resolve a configuration file; raises ``ConfigError`` listing every problem."""
+def load_config(path: str | Path, *, overrides: Sequence[Entry] = (), partial: bool = False) -> MirrorConfig:
+    """Read and resolve a configuration file; raises ``ConfigError`` listing every problem.
+
+    ``overrides`` (e.g. from an Airflow connection, see :mod:`.overrides`) replace the file's entries
+    of the same key. With ``partial``, a flow whose own settings are broken is left out (and listed in
+    ``MirrorConfig.broken_flows``) instead of failing the whole file, so the DAGs of the other flows
+    still load; problems no flow can be blamed for still raise.
+    """
     problems = Problems()
     try:
         entries = read_properties_file(path)
@@ -80,7 +86,10 @@ def load_config(path: str | Path) -> MirrorConfig:
     except PropertiesSyntaxError as exc:
         problems.error(exc.message, file=exc.file, line=exc.line)
         raise ConfigError(problems.items) from None
-    return resolve_entries(entries, str(path), problems)
+    if overrides:
+        replaced = {e.key for e in overrides}
+        entries = [e for e in entries if e.key not in replaced] + list(overrides)
+    return resolve_entries(entries, str(path), problems, partial=partial)
 
 
 def parse_config(text: str, file: str = "<string>") -> MirrorConfig:
@@ -566,8 +575,10 @@ def _strip(prefix: str, client_only: bool = False) -> Callable[[str], str | None
     return mapper
 
 
-def resolve_entries(entries: list[Entry], path: str, problems: Problems | None = None) -> MirrorConfig:
-    """Build the model from parsed entries; raise ``ConfigError`` if any error was found."""
+def resolve_entries(
+    entries: list[Entry], path: str, problems: Problems | None = None, *, partial: bool = False
+) -> MirrorConfig:
+    """Build the model from parsed entries; raise ``ConfigError`` if any error was found (see load_config)."""
     problems = problems or Problems()
     resolver = _Resolver(entries, path, problems)
     resolver.entries = resolve_references(resolver.entries, problems)
@@ -575,24 +586,55 @@ def resolve_entries(entries: list[Entry], path: str, problems: Problems | None =
     resolver.check_top_level()
     clusters = resolver.clusters()
     flows: dict[tuple[str, str], FlowConfig] = {}
+    blamed: dict[int, tuple[str, str]] = {}  # id(problem) -> the flow it was found in
     for source in resolver.aliases:
         for target in resolver.aliases:
             if source != target:
+                before = len(problems.items)
                 flow = resolver.flow((source, target))
+                blamed.update((id(p), (source, target)) for p in problems.items[before:])
                 if flow is not None:
                     flows[(source, target)] = flow
     if resolver.aliases and not any(f.enabled for f in flows.values()):
         problems.warning("no replication flow is enabled (set <source>-><target>.enabled = true)", file=path)
+    broken: dict[str, list[str]] = {}
+    if partial and problems.errors:
+        broken = _blame_flows(problems, blamed, resolver.aliases)
     _dedupe_problems(problems)
-    if problems.errors:
+    if problems.errors and not broken:
         raise ConfigError(problems.items)
+    flows = {pair: f for pair, f in flows.items() if f"{pair[0]}->{pair[1]}" not in broken}
     return MirrorConfig(
         path,
         clusters,
         flows,
         {k: Setting(e.value, _origin(e)) for k, e in resolver.top.items()},
         warnings=[str(p) for p in problems.warnings],
+        broken_flows=broken,
     )
+
+
+def _blame_flows(problems: Problems, blamed: Mapping[int, tuple[str, str]], aliases: list[str]) -> dict[str, list[str]]:
+    """Errors per flow they belong to, or {} when one error belongs to no flow (the file is broken).
+
+    An error belongs to a flow when it was found while resolving that flow, or when its key is the
+    flow's (``a->b.*``) or one of its clusters' (``a.*``: every flow of cluster ``a``).
+    """
+    pairs = [(s, t) for s in aliases for t in aliases if s != t]
+    broken: dict[str, list[str]] = {}
+    for problem in problems.errors:
+        key = problem.key or ""
+        if id(problem) in blamed:
+            culprits = [blamed[id(problem)]]
+        elif "->" in key.split(".", 1)[0]:
+            culprits = [p for p in pairs if key.startswith(f"{p[0]}->{p[1]}.")]
+        else:
+            culprits = [p for p in pairs if any(key.startswith(f"{alias}.") for alias in p)]
+        if not culprits:
+            return {}
+        for source, target in culprits:
+            broken.setdefault(f"{source}->{target}", []).append(str(problem))
+    return broken
 
 
 def _dedupe_problems(problems: Problems) -> None:

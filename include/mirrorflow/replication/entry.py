@@ -11,7 +11,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from ..config import ConfigError, load_config
+from ..config import ConfigError, load_config, overrides
 from ..config.model import parse_duration
 from .executor import LocalExecutor, SparkExecutor, UnitExecutor
 from .run import RunReport, replicate, replicate_continuously
@@ -52,8 +52,9 @@ def summary(report: RunReport) -> str:
 
 def run(args: argparse.Namespace, executor: UnitExecutor) -> int:
     try:
-        config = load_config(args.config)
-    except ConfigError as exc:
+        # Settings from Airflow connections arrive in the environment, never on the command line.
+        config = load_config(args.config, overrides=overrides.from_environment())
+    except (ConfigError, overrides.OverrideError) as exc:
         print(exc, file=sys.stderr)
         return 1
     only = set(args.topics.split(",")) if args.topics else None

@@ -150,14 +150,12 @@ class _Run:
 
     def execute(self, report: RunReport, lock: FamilyLock) -> None:
         flow = self.flow
-        plans = topics.discover(flow, self.family, self.source_admin, self.timeout)
-        if self.only_topics is not None:
-            plans = [p for p in plans if p.source_topic in self.only_topics]
-        prepared = topics.prepare_target(flow, plans, self.source_admin, self.target_admin, self.timeout)
+        plans, prepared = topics.prepare_family(
+            flow, self.family, self.source_admin, self.target_admin, self.only_topics, self.timeout
+        )
         report.preparation = prepared.to_dict()
         for topic, error in prepared.errors.items():
             report.errors.append(f"{topic}: {error}")
-        plans = [p for p in plans if p.source_topic not in prepared.errors]
         if not plans:
             return
         progress_partitions, syncs_topic, syncs_on_target = self.internal_topics()

@@ -1,0 +1,188 @@
+"""The environment every mirrorflow Airflow process runs with: the demo's server and the tests' ``dag.test()``.
+
+Why one function: Airflow reads its settings from ``AIRFLOW__SECTION__KEY`` variables, and the demo
+server, its task processes (which start ``spark-submit``) and pytest must agree on all of them: this
+checkout's dags/ and plugins/, a loopback-only API, log servers on free ports (their defaults,
+0.0.0.0:8793/8794, would clash between a demo and a test run), a stable JWT secret, a known admin
+login, and the venv first on PATH so that ``airflow`` and ``spark-submit`` are this project's.
+
+Secrets (the JWT secret, the admin password) are generated once, stored under the Airflow home with
+mode 0600, and never printed; the returned mapping redacts them in its ``repr``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from ..devcluster import REPO_ROOT, free_port
+from ..redact import redact_mapping
+
+__all__ = [
+    "ADMIN_USER",
+    "API_HOST",
+    "AirflowEnvironment",
+    "admin_login",
+    "airflow_environment",
+    "jwt_secret",
+    "passwords_file",
+]
+
+API_HOST = "127.0.0.1"
+ADMIN_USER = "admin"
+
+#: Spark connection used by the mirror DAGs' SparkSubmitOperator: local mode, driver in the task process.
+SPARK_CONNECTION = json.dumps({"conn_type": "spark", "host": "local[*]", "extra": {"deploy-mode": "client"}})
+
+#: Seconds between looks for new DAG files, and between re-parses of one file (a new config shows quickly).
+DAG_REFRESH_SECONDS = 10
+DAG_REPARSE_SECONDS = 15
+
+_JWT_SECRET_FILE = "jwt_secret"
+_PASSWORDS_FILE = "passwords.json"
+_JWT_SECRET_BYTES = 64
+
+
+class AirflowEnvironment(dict[str, str]):
+    """A process environment whose ``repr`` hides secrets (the JWT secret, passwords, tokens)."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({redact_mapping(self)!r})"
+
+    __str__ = __repr__
+
+
+# --------------------------------------------------------------------------
+# Secrets stored under the Airflow home
+# --------------------------------------------------------------------------
+
+
+def _write_private_once(path: Path, make: Callable[[], str]) -> None:
+    """Create ``path`` (mode 0600) with ``make()`` unless it exists; atomic, so concurrent callers agree."""
+    if path.exists():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(make())
+    try:
+        os.link(tmp, path)  # fails if another process created it first: theirs wins
+    except FileExistsError:
+        pass
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+
+
+def _read_private(path: Path) -> str:
+    if path.stat().st_mode & 0o077:
+        path.chmod(0o600)
+    return path.read_text()
+
+
+def jwt_secret(home: Path) -> str:
+    """The JWT secret of this Airflow home: 64 random bytes as hex, generated once."""
+    path = Path(home) / _JWT_SECRET_FILE
+    _write_private_once(path, lambda: secrets.token_hex(_JWT_SECRET_BYTES) + "\n")
+    return _read_private(path).strip()
+
+
+def passwords_file(home: Path) -> Path:
+    """The simple auth manager's passwords file (JSON ``{"admin": "..."}``), created with a random password."""
+    path = Path(home) / _PASSWORDS_FILE
+    _write_private_once(path, lambda: json.dumps({ADMIN_USER: secrets.token_urlsafe(12)}) + "\n")
+    return path
+
+
+def admin_login(home: Path) -> tuple[str, str]:
+    """``(user, password)`` of the Airflow admin of this home (the demo prints it; nothing else should)."""
+    path = passwords_file(home)
+    passwords = json.loads(_read_private(path) or "{}")
+    if ADMIN_USER not in passwords:
+        raise ValueError(f"{path} has no password for user '{ADMIN_USER}'; delete the file to get a new one")
+    return ADMIN_USER, str(passwords[ADMIN_USER])
+
+
+# --------------------------------------------------------------------------
+# The environment
+# --------------------------------------------------------------------------
+
+
+def _log_server_ports(api_port: int) -> tuple[int, int]:
+    """Two distinct free ports, different from the API port, for the worker and triggerer log servers."""
+    ports: list[int] = []
+    while len(ports) < 2:
+        port = free_port(API_HOST)
+        if port != api_port and port not in ports:
+            ports.append(port)
+    return ports[0], ports[1]
+
+
+def _airflow_settings(home: Path, api_port: int) -> dict[str, str]:
+    base_url = f"http://{API_HOST}:{api_port}"
+    worker_logs, trigger_logs = _log_server_ports(api_port)
+    return {
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO_ROOT / "dags"),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO_ROOT / "plugins"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__PARALLELISM": "4",
+        "AIRFLOW__API__HOST": API_HOST,
+        "AIRFLOW__API__PORT": str(api_port),
+        # Without a base URL, task processes look for the execution API on localhost:8080.
+        "AIRFLOW__API__BASE_URL": base_url,
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{base_url}/execution/",
+        "AIRFLOW__API_AUTH__JWT_SECRET": jwt_secret(home),
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{ADMIN_USER}:admin",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords_file(home)),
+        "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(worker_logs),
+        "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(trigger_logs),
+        "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": str(DAG_REFRESH_SECONDS),
+        "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": str(DAG_REPARSE_SECONDS),
+    }
+
+
+def _prepend(entry: str, current: str | None) -> str:
+    """``entry`` first in a PATH-like list, without a second copy of it further down."""
+    rest = [item for item in (current or "").split(os.pathsep) if item and item != entry]
+    return os.pathsep.join([entry, *rest])
+
+
+def _runtime_settings(config_path: Path, env: Mapping[str, str]) -> dict[str, str]:
+    venv_bin = str(Path(sys.executable).parent)
+    return {
+        "MIRRORFLOW_CONFIG": str(Path(config_path).absolute()),
+        "AIRFLOW_CONN_SPARK_DEFAULT": SPARK_CONNECTION,
+        "PATH": _prepend(venv_bin, env.get("PATH")),
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYTHONPATH": _prepend(str(REPO_ROOT), env.get("PYTHONPATH")),
+    }
+
+
+def airflow_environment(
+    home: Path,
+    *,
+    api_port: int,
+    config_path: Path,
+    base: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """A full environment (a copy of ``base``, default ``os.environ``) for Airflow processes of ``home``.
+
+    Creates ``home``, its JWT secret and its passwords file if they do not exist yet.  The metadata
+    database is Airflow's default, SQLite under ``home``.  The log-server ports are free ports
+    chosen now, so call this shortly before starting the processes.
+    """
+    home = Path(home).absolute()
+    home.mkdir(parents=True, exist_ok=True)
+    env = AirflowEnvironment(os.environ if base is None else base)
+    env.update(_airflow_settings(home, api_port))
+    env.update(_runtime_settings(config_path, env))
+    return env

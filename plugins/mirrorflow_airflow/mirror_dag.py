@@ -1,0 +1,168 @@
+"""The mirror DAG factory: one DAG per enabled flow and topic family of the configuration.
+
+``mirror__<src>__<tgt>__<family>`` runs on the family's schedule, one run at a time, without
+catch-up (a run copies everything new, so a missed interval is never lost, only merged into the next
+run). The tasks are thin: each calls one function of the core library.
+
+    check_clusters → prepare_target → replicate (Spark) → publish_report (XCom + asset event)
+
+The asset event of ``publish_report`` (one asset per flow family) is what the checkpoints DAG is
+scheduled on, so checkpoints follow fresh data instead of a clock.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from airflow.sdk import DAG, Asset, Param, get_current_context, task
+
+from include.mirrorflow import clients, preflight, topics
+from include.mirrorflow.config import ConfigError, FlowConfig, Schedule, load_config
+from include.mirrorflow.config.describe import render_family_markdown
+from include.mirrorflow.config.location import config_path
+
+from .hooks import MirrorflowHook
+from .operators import MirrorFamilyOperator
+
+log = logging.getLogger(__name__)
+
+#: A fixed date in the past: with catchup off, only the schedule's next interval matters.
+START_DATE = datetime(2026, 1, 1, tzinfo=UTC)
+
+DEFAULT_ARGS: dict[str, Any] = {
+    "owner": "mirrorflow",
+    "retries": 2,
+    "retry_delay": timedelta(seconds=30),
+    "retry_exponential_backoff": True,
+}
+
+DURATION_PATTERN = r"^$|^\s*\d+\s*(s|sec|secs|seconds?|m|min|mins|minutes?|h|hours?)\s*$"
+
+
+def mirror_dag_id(flow: FlowConfig, family: str) -> str:
+    return f"mirror__{flow.source}__{flow.target}__{family}"
+
+
+def mirror_asset(flow: FlowConfig, family: str) -> Asset:
+    """The asset a mirror run updates; the checkpoints DAG of the flow is scheduled on it."""
+    return Asset(
+        name=f"mirrorflow-mirror-{flow.source}-{flow.target}-{family}",
+        uri=f"mirrorflow://{flow.source}/{flow.target}/{family}",
+        group="mirrorflow",
+    )
+
+
+def airflow_schedule(schedule: Schedule) -> str | timedelta | None:
+    if schedule.kind == "interval":
+        return timedelta(seconds=schedule.seconds or 0)
+    return schedule.airflow()
+
+
+def mirror_params() -> dict[str, Param]:
+    return {
+        "duration": Param(
+            "",
+            type="string",
+            pattern=DURATION_PATTERN,
+            title="Keep mirroring for",
+            description=(
+                "Empty: one micro-batch, i.e. copy everything new and stop (what scheduled runs do). "
+                "A duration such as 10m or 1h keeps running micro-batches for that long, so lag stays "
+                "at seconds (continuous mode); the next scheduled run waits until this one ends."
+            ),
+        ),
+        "topics": Param(
+            "",
+            type="string",
+            title="Only these topics",
+            description=(
+                "Comma-separated source topic names of this family (e.g. orders.eu, orders.us). "
+                "Empty: every topic of the family. A name outside the family fails the run."
+            ),
+        ),
+    }
+
+
+def _only_topics(params: dict[str, Any]) -> set[str] | None:
+    names = {t.strip() for t in str(params.get("topics") or "").split(",") if t.strip()}
+    return names or None
+
+
+def build_mirror_dag(flow: FlowConfig, family: str, config_file: Path) -> DAG:
+    """The mirror DAG of one flow family (see the module docstring)."""
+    fam = flow.family(family)
+    name = flow.name
+    asset = mirror_asset(flow, family)
+    with DAG(
+        dag_id=mirror_dag_id(flow, family),
+        description=f"Mirror the {family} topics from {flow.source} to {flow.target}",
+        doc_md=render_family_markdown(flow, family),
+        schedule=airflow_schedule(fam.schedule),
+        start_date=START_DATE,
+        catchup=False,
+        max_active_runs=1,
+        default_args=DEFAULT_ARGS,
+        tags=["mirrorflow", name, family],
+        params=mirror_params(),
+    ) as dag:
+
+        @task(task_id="check_clusters")
+        def check_clusters() -> list[dict[str, Any]]:
+            """Both clusters answer (else fail naming the unreachable one)."""
+            health = preflight.check_clusters(MirrorflowHook(config_file).flow(name))
+            return [asdict(h) for h in health]
+
+        @task(task_id="prepare_target")
+        def prepare_target() -> dict[str, Any]:
+            """Remote topics exist with enough partitions, configs and ACLs synced."""
+            params = get_current_context()["params"]
+            live = MirrorflowHook(config_file).flow(name)
+            source_admin, target_admin = clients.admin(live, "source"), clients.admin(live, "target")
+            plans, report = topics.prepare_family(live, family, source_admin, target_admin, _only_topics(params))
+            for topic, error in report.errors.items():
+                log.error("%s: %s", topic, error)
+            return {"topics": {p.source_topic: p.remote_topic for p in plans}, **report.to_dict()}
+
+        replicate = MirrorFamilyOperator(task_id="replicate", flow=name, family=family, config=str(config_file))
+
+        @task(task_id="publish_report", outlets=[asset])
+        def publish_report(report: dict[str, Any]) -> dict[str, Any]:
+            """Per-partition records and lag as the task's output, and an asset event for checkpoints."""
+            summary = {k: report[k] for k in ("flow", "family", "started_at", "seconds", "records", "lag", "ok")}
+            partitions = [
+                {k: p[k] for k in ("topic", "partition", "remote_topic", "records", "position", "lag", "status")}
+                for p in report["partitions"]
+            ]
+            get_current_context()["outlet_events"][asset].extra = summary
+            log.info("%s", summary)
+            return {**summary, "partitions": partitions, "loss_events": report["loss_events"]}
+
+        check_clusters() >> prepare_target() >> replicate
+        publish_report(replicate.output)
+    return dag
+
+
+def mirror_dags(config_file: str | Path | None = None) -> dict[str, DAG]:
+    """Every mirror DAG of the configuration, by id; flows with broken settings are left out.
+
+    Errors are surfaced as an import error by ``dags/mirrorflow_config.py``, naming file and line;
+    here a broken flow only costs its own DAGs.
+    """
+    path = Path(config_file) if config_file else config_path()
+    try:
+        config = load_config(path, partial=True)
+    except ConfigError as exc:
+        log.error("no mirror DAGs: %s", exc)
+        return {}
+    for flow_name, errors in config.broken_flows.items():
+        log.error("flow %s has no DAGs until its configuration is fixed: %s", flow_name, "; ".join(errors))
+    dags: dict[str, DAG] = {}
+    for flow in config.enabled_flows():
+        for fam in flow.families:
+            dag = build_mirror_dag(flow, fam.name, path)
+            dags[dag.dag_id] = dag
+    return dags

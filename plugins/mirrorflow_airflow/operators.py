@@ -1,0 +1,104 @@
+"""The replication step of a mirror DAG: spark-submit of ``spark_apps/mirror_family.py``.
+
+A thin subclass of the Spark provider's ``SparkSubmitOperator`` (connection ``spark_default``: local
+mode by default, a cluster by changing the connection) that
+
+* builds the app's arguments from the flow, the family and the run's Params at run time,
+* hands cluster settings from Airflow connections to the app through the environment (never on the
+  command line, which the Spark hook logs), and makes sure ``spark-submit`` and the executors' Python
+  are this installation's,
+* returns the app's run report (per-partition records and lag) as the task's output (XCom).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+from include.mirrorflow.config.location import REPO_ROOT
+from include.mirrorflow.config.model import parse_duration
+
+from .hooks import MirrorflowHook
+
+MIRROR_APP = REPO_ROOT / "spark_apps" / "mirror_family.py"
+
+
+def app_arguments(config: Path, flow: str, family: str, params: dict[str, Any], report: Path) -> list[str]:
+    """Arguments of the Spark app for one run; raises ValueError naming a bad Param."""
+    args = ["--config", str(config), "--flow", flow, "--family", family, "--report", str(report)]
+    duration = str(params.get("duration") or "").strip()
+    if duration:
+        parse_duration(duration)  # a clear error before Spark starts
+        args += ["--duration", duration]
+    topics = params.get("topics") or ""
+    names = [t.strip() for t in (topics if isinstance(topics, list) else str(topics).split(",")) if t.strip()]
+    if names:
+        args += ["--topics", ",".join(names)]
+    return args
+
+
+def spark_process_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """spark-submit is looked up on PATH and executors start ``python3``: both must be this venv's."""
+    environ = dict(os.environ if environ is None else environ)
+    venv_bin = str(Path(sys.executable).parent)
+    path = environ.get("PATH", "")
+    env = {
+        "PATH": path if path.split(os.pathsep)[:1] == [venv_bin] else os.pathsep.join(filter(None, [venv_bin, path])),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), environ.get("PYTHONPATH")])),
+        "PYSPARK_PYTHON": environ.get("PYSPARK_PYTHON", sys.executable),
+        "PYSPARK_DRIVER_PYTHON": environ.get("PYSPARK_DRIVER_PYTHON", sys.executable),
+        "SPARK_LOCAL_IP": environ.get("SPARK_LOCAL_IP", "127.0.0.1"),
+    }
+    return env
+
+
+class MirrorFamilyOperator(SparkSubmitOperator):
+    """Replicate one topic family of one flow with the Spark app; returns the run report."""
+
+    ui_color = "#e8f4fd"
+
+    def __init__(self, *, flow: str, family: str, config: str | None = None, **kwargs: Any) -> None:
+        kwargs.setdefault("conn_id", "spark_default")
+        kwargs.setdefault("name", f"mirrorflow {flow} {family}")
+        kwargs.setdefault("conf", {"spark.ui.showConsoleProgress": "false", "spark.task.maxFailures": "4"})
+        super().__init__(application=str(MIRROR_APP), **kwargs)
+        self.flow, self.family, self.config = flow, family, config
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        hook = MirrorflowHook(self.config)
+        with tempfile.TemporaryDirectory(prefix="mirrorflow-report-") as tmp:
+            report_path = Path(tmp) / "report.json"
+            self.application_args = app_arguments(
+                hook.config_file, self.flow, self.family, dict(context["params"]), report_path
+            )
+            # Set after templating, so connection secrets never land in the rendered-fields view.
+            self.env_vars = {**(self.env_vars or {}), **spark_process_environment(), **hook.spark_environment()}
+            self._hook = None  # a retry builds a new hook with these arguments
+            try:
+                super().execute(context)
+            finally:
+                report = json.loads(report_path.read_text()) if report_path.exists() else None
+                if report is not None:
+                    self._log_report(report)
+        if report is None:
+            raise RuntimeError(f"the Spark app finished without writing its run report ({report_path})")
+        return report
+
+    def _log_report(self, report: dict[str, Any]) -> None:
+        self.log.info(
+            "%s family %s: %d record(s) copied in %.1f s, lag %d, %d partition(s)",
+            report["flow"],
+            report["family"],
+            report["records"],
+            report["seconds"],
+            report["lag"],
+            len(report["partitions"]),
+        )
+        for error in report.get("errors", []):
+            self.log.error("%s", error)

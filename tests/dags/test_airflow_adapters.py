@@ -1,0 +1,72 @@
+"""The Airflow adapters: connections as cluster settings (masked), the Spark app's arguments and environment."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from include.mirrorflow.config import overrides as ov
+
+
+@pytest.fixture
+def kafka_connection(monkeypatch: pytest.MonkeyPatch) -> str:
+    secret = "s3cr3t-connection-password"
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_KAFKA_PRIMARY",
+        json.dumps(
+            {
+                "conn_type": "generic",
+                "host": "10.0.0.1,10.0.0.2",
+                "port": 9093,
+                "login": "mirror",
+                "password": secret,
+                "extra": {"sasl.mechanism": "SCRAM-SHA-256", "client.rack": "eu-1a"},
+            }
+        ),
+    )
+    return secret
+
+
+def test_a_kafka_alias_connection_overrides_the_file_and_its_secrets_are_masked(kafka_connection: str) -> None:
+    from airflow.sdk._shared.secrets_masker.secrets_masker import redact
+    from mirrorflow_airflow.hooks import MirrorflowHook
+
+    hook = MirrorflowHook()
+    config = hook.load()
+    primary = config.clusters["primary"].properties
+    assert primary["bootstrap.servers"].value == "10.0.0.1:9093,10.0.0.2:9093"
+    assert primary["client.rack"].value == "eu-1a"
+    assert config.clusters["backup"].properties["bootstrap.servers"].value == "127.0.0.1:29092"  # no connection
+    assert kafka_connection not in redact(f"password={kafka_connection}")
+    jaas = primary["sasl.jaas.config"].value
+    assert redact(jaas) != jaas
+    env = hook.spark_environment()
+    assert ov.from_environment(env) == hook.overrides
+
+
+def test_the_spark_app_gets_its_arguments_from_the_params(tmp_path: Path) -> None:
+    from mirrorflow_airflow.operators import app_arguments
+
+    report = tmp_path / "r.json"
+    base = ["--config", "c.properties", "--flow", "a->b", "--family", "orders", "--report", str(report)]
+    assert app_arguments(Path("c.properties"), "a->b", "orders", {}, report) == base
+    assert app_arguments(
+        Path("c.properties"), "a->b", "orders", {"duration": "10m", "topics": " orders.eu, ,orders.us "}, report
+    ) == [*base, "--duration", "10m", "--topics", "orders.eu,orders.us"]
+    with pytest.raises(ValueError, match="not a duration"):
+        app_arguments(Path("c.properties"), "a->b", "orders", {"duration": "10"}, report)
+
+
+def test_spark_submit_and_the_executors_use_this_installation() -> None:
+    from mirrorflow_airflow.operators import spark_process_environment
+
+    env = spark_process_environment({"PATH": "/usr/bin", "PYSPARK_PYTHON": "/opt/py"})
+    venv_bin = str(Path(sys.executable).parent)
+    assert env["PATH"] == os.pathsep.join([venv_bin, "/usr/bin"])
+    assert env["PYSPARK_PYTHON"] == "/opt/py"  # an operator's choice is kept (cluster masters)
+    assert env["PYSPARK_DRIVER_PYTHON"] == sys.executable
+    assert spark_process_environment({"PATH": env["PATH"]})["PATH"] == env["PATH"]  # never added twice

@@ -1,0 +1,70 @@
+"""A mirror DAG run with ``dag.test()``: real Airflow tasks, real spark-submit, real clusters."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from include.mirrorflow.devcluster import free_port
+from tests.kafka_helpers import create_topic, produce, read_all
+
+pytestmark = pytest.mark.integration
+
+
+def write_config(path: Path, clusters: Any, prefix: str, primary: str | None = None) -> Path:
+    path.write_text(
+        "clusters = primary, backup\n"
+        f"primary.bootstrap.servers = {primary or clusters.primary}\n"
+        f"backup.bootstrap.servers = {clusters.backup}\n"
+        "primary->backup.enabled = true\n"
+        f"primary->backup.topics = {prefix}\\\\..*\n"
+        "primary->backup.mirrorflow.families = main\n"
+        f"primary->backup.mirrorflow.family.main.topics = {prefix}\\\\..*\n"
+        "replication.factor = 1\noffset-syncs.topic.replication.factor = 1\n"
+        "offset-syncs.topic.location = target\nsync.topic.acls.enabled = false\n"
+    )
+    return path
+
+
+def test_dag_test_replicates_a_family_end_to_end_with_cluster_settings_from_a_connection(
+    kafka_clusters: Any, airflow_db: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mirrorflow_airflow.mirror_dag import mirror_dags
+
+    prefix = f"dagt{uuid.uuid4().hex[:6]}"
+    # The file names a dead primary; the Airflow connection kafka_primary has the real one. Every task,
+    # and the Spark app in its own process, must use the connection's.
+    dead = f"127.0.0.1:{free_port()}"
+    config_file = write_config(tmp_path / "mm2.properties", kafka_clusters, prefix, primary=dead)
+    host, port = kafka_clusters.primary.rsplit(":", 1)
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_KAFKA_PRIMARY", json.dumps({"conn_type": "generic", "host": host, "port": int(port)})
+    )
+    topic = create_topic(kafka_clusters.primary, f"{prefix}.events", partitions=2)
+    sent = [
+        {"key": b"k%d" % i, "value": b"v%d" % i, "headers": [("trace", b"t%d" % i)], "partition": i % 2}
+        for i in range(40)
+    ]
+    produce(kafka_clusters.primary, topic, sent)
+
+    monkeypatch.setenv("MIRRORFLOW_CONFIG", str(config_file))  # dag.test() parses dags/ with this config
+    dag = mirror_dags()["mirror__primary__backup__main"]
+    run = dag.test()
+
+    states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+    assert states == {t: "success" for t in ("check_clusters", "prepare_target", "replicate", "publish_report")}
+    copied = read_all(kafka_clusters.backup, f"primary.{topic}")
+    assert sorted((r.partition, r.key, r.value, tuple(r.headers)) for r in copied) == sorted(
+        (s["partition"], s["key"], s["value"], tuple(s["headers"])) for s in sent
+    )
+    report = run.get_task_instance("publish_report").xcom_pull(task_ids="publish_report")
+    assert report["records"] == 40 and report["lag"] == 0 and report["ok"] is True
+    assert {(p["topic"], p["partition"]): p["records"] for p in report["partitions"]} == {
+        (topic, 0): 20,
+        (topic, 1): 20,
+    }
+    json.dumps(report)  # plain data: XCom and the asset event carry it
