@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYSPARK_VERSION := 4.3.0
 
-.PHONY: install test unit integration lint demo demo-stop dev-up dev-down dev-status clean
+.PHONY: install test unit integration lint demo demo-stop demo-status dev-up dev-down dev-status clean
 
 install: $(STAMP)
 
@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 test: install
-	$(BIN)/ruff check include tests spark_apps
+	$(BIN)/ruff check include tests spark_apps plugins dags
 	$(BIN)/python -m pytest
 
 unit: install
@@ -32,16 +32,22 @@ integration: install
 	$(BIN)/python -m pytest tests/integration
 
 lint: install
-	$(BIN)/ruff check include tests spark_apps
+	$(BIN)/ruff check include tests spark_apps plugins dags
 
 dev-up dev-down dev-status: install
 	$(BIN)/mirrorflow dev $(subst dev-,,$@)
 
 demo: install
-	@echo "make demo arrives with the Airflow issue: it will start both embedded clusters, Airflow"
-	@echo "(standalone, 127.0.0.1) with the mirrorflow DAGs, a demo producer, and print the UI address"
-	@echo "and login. Today: 'make dev-up' starts the two clusters (primary 127.0.0.1:19092, backup 127.0.0.1:29092)."
-	@exit 1
+	$(BIN)/mirrorflow demo up
+
+# No `install` prerequisite: stopping must work without (re)installing anything.
+demo-stop:
+	@if [ -x $(BIN)/mirrorflow ]; then $(BIN)/mirrorflow demo down; \
+	else echo "no $(VENV), so no demo was started from it (if one ran before 'make clean': make install demo-stop)"; fi
+
+demo-status:
+	@if [ -x $(BIN)/mirrorflow ]; then $(BIN)/mirrorflow demo status; \
+	else echo "no $(VENV): run 'make demo' first"; exit 3; fi
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

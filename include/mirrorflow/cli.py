@@ -82,6 +82,29 @@ def _dev(args: argparse.Namespace) -> int:
     return 0
 
 
+def _demo(args: argparse.Namespace) -> int:
+    from .demo.stack import demo_down, demo_status, demo_up
+
+    return {"up": demo_up, "down": demo_down, "status": demo_status}[args.demo_command]()
+
+
+def _demo_traffic(args: argparse.Namespace) -> int:
+    import logging
+
+    from .demo.traffic import DEFAULT_RATE, run_traffic
+    from .devcluster import DevClusterError, wait_for_kafka
+
+    logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(asctime)s %(levelname)s %(message)s")
+    try:
+        wait_for_kafka(args.bootstrap, timeout=60)
+    except DevClusterError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    counts = run_traffic(args.bootstrap, rate=args.rate or DEFAULT_RATE, duration=args.duration)
+    print(json.dumps(counts), flush=True)
+    return 0
+
+
 def spark_submit_command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
     """The spark-submit call (and environment) that runs the mirror Spark app, as Airflow does."""
     repo = Path(__file__).resolve().parents[2]
@@ -155,7 +178,25 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument("action", choices=["up", "down", "status"])
     dev.add_argument("--clusters", help="alias:port list (default primary:19092,backup:29092)")
     dev.set_defaults(func=_dev)
+
+    _add_demo_parser(sub)
     return parser
+
+
+def _add_demo_parser(sub: argparse._SubParsersAction) -> None:
+    demo = sub.add_parser("demo", help="the local demo: clusters, Airflow with the mirror DAGs, demo traffic")
+    demo_sub = demo.add_subparsers(dest="demo_command", required=True)
+    for name, text in (
+        ("up", "start everything (idempotent) and print the UI address and login"),
+        ("down", "stop what the demo started, by recorded PID (idempotent)"),
+        ("status", "what runs, end offsets on both clusters, consumer lag (exit 3 if not all running)"),
+    ):
+        demo_sub.add_parser(name, help=text).set_defaults(func=_demo)
+    traffic = demo_sub.add_parser("traffic", help="produce demo records and run demo consumer groups until stopped")
+    traffic.add_argument("--bootstrap", required=True, help="bootstrap servers of the cluster to write to")
+    traffic.add_argument("--rate", type=float, help="records/s over all topics (default 20)")
+    traffic.add_argument("--duration", type=float, help="stop after this many seconds (default: until SIGTERM)")
+    traffic.set_defaults(func=_demo_traffic)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -146,8 +146,8 @@ def client_properties(flow: FlowConfig, side: Side, role: Role, **overrides: Any
     return config
 
 
-def admin(flow: FlowConfig, side: Side) -> AdminClient:
-    return _build(AdminClient, client_properties(flow, side, "admin"), f"{flow.name} {side} admin client")
+def admin(flow: FlowConfig, side: Side, **overrides: Any) -> AdminClient:
+    return _build(AdminClient, client_properties(flow, side, "admin", **overrides), f"{flow.name} {side} admin client")
 
 
 def consumer(flow: FlowConfig, side: Side, **overrides: Any) -> Consumer:

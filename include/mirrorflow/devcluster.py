@@ -27,20 +27,34 @@ broker happens to do.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as _dt
-import fcntl
-import json
 import os
 import random
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from .processes import (
+    PidRecord,
+    children,
+    cmdline,
+    file_lock,
+    group_members,
+    log_tail,
+    port_is_free,
+    port_owner,
+    proc_stat,
+    reap,
+    signal_group,
+    spawn_session,
+    wait_group_vanished,
+)
 
 __all__ = [
     "DEFAULT_CLUSTERS",
@@ -51,6 +65,7 @@ __all__ = [
     "default_state_dir",
     "find_noida_binary",
     "free_port",
+    "state_root",
     "wait_for_kafka",
 ]
 
@@ -124,15 +139,19 @@ class ClusterStatus:
 # --------------------------------------------------------------------------
 
 
+def state_root() -> Path:
+    """``$MIRRORFLOW_HOME`` if set, else ``<repo>/.mirrorflow``: where local state (clusters, demo) lives."""
+    home = os.environ.get("MIRRORFLOW_HOME")
+    return Path(home).expanduser() if home else REPO_ROOT / ".mirrorflow"
+
+
 def default_state_dir() -> Path:
     """``$MIRRORFLOW_HOME/dev`` if set, else ``<repo>/.mirrorflow/dev``.
 
     Kept inside the repository by default so that a developer's clusters are
     easy to find and to wipe, and never shared between two checkouts.
     """
-    home = os.environ.get("MIRRORFLOW_HOME")
-    base = Path(home).expanduser() if home else REPO_ROOT / ".mirrorflow"
-    return base / "dev"
+    return state_root() / "dev"
 
 
 def find_noida_binary() -> Path:
@@ -168,22 +187,6 @@ def _ephemeral_range() -> tuple[int, int]:
         return 32768, 60999
 
 
-def _port_is_free(host: str, port: int) -> bool:
-    """True if a server could listen on ``host:port`` right now.
-
-    SO_REUSEADDR mirrors what servers set, so a port whose old connections sit
-    in TIME_WAIT counts as free, while one with a listener does not.
-    """
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port that is free to listen on now.
 
@@ -198,127 +201,11 @@ def free_port(host: str = "127.0.0.1") -> int:
     if low > 11000:
         for _ in range(200):
             port = random.randint(10000, low - 1)
-            if port not in reserved and _port_is_free(host, port):
+            if port not in reserved and port_is_free(host, port):
                 return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
-
-
-def _port_owner(port: int) -> str | None:
-    """Best-effort description of the process holding a TCP port, e.g. ``pid 12 (nginx)``.
-
-    Reads /proc/net/tcp{,6} for the socket inode and then looks for it among
-    the open files of every process we may inspect.  Returns None when unknown.
-    """
-    inodes: set[str] = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            lines = Path(table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            if len(fields) < 10:
-                continue
-            local_port = int(fields[1].rsplit(":", 1)[1], 16)
-            # 0A = LISTEN, 07 = CLOSE (bound but not listening)
-            if local_port == port and fields[3] in ("0A", "07") and fields[9] != "0":
-                inodes.add(fields[9])
-    if not inodes:
-        return None
-    targets = {f"socket:[{inode}]" for inode in inodes}
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            for fd in (proc / "fd").iterdir():
-                try:
-                    if os.readlink(fd) in targets:
-                        cmd = _cmdline(int(proc.name)) or "?"
-                        return f"pid {proc.name} ({cmd[:120]})"
-                except OSError:
-                    continue
-        except OSError:
-            continue
-    return None
-
-
-# --------------------------------------------------------------------------
-# Processes (Linux /proc)
-# --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _ProcStat:
-    state: str
-    ppid: int
-    pgid: int
-    start_time: int  # clock ticks after boot
-
-
-def _proc_stat(pid: int) -> _ProcStat | None:
-    """Parsed /proc/<pid>/stat, or None if there is no such process."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # The command name (field 2) may contain spaces and parentheses: split after the last ')'.
-    rest = raw[raw.rfind(")") + 2 :].split()
-    try:
-        return _ProcStat(state=rest[0], ppid=int(rest[1]), pgid=int(rest[2]), start_time=int(rest[19]))
-    except (IndexError, ValueError):
-        return None
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return ""
-    return raw.replace(b"\0", b" ").decode(errors="replace").strip()
-
-
-def _live(stat: _ProcStat | None) -> bool:
-    """A process that exists and is not a zombie (zombies hold no port and do no work)."""
-    return stat is not None and stat.state not in ("Z", "X")
-
-
-def _all_pids() -> Iterator[int]:
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            yield int(entry.name)
-
-
-def _group_members(pgid: int) -> list[int]:
-    """Live (non-zombie) processes whose process group is ``pgid``."""
-    members = []
-    for pid in _all_pids():
-        stat = _proc_stat(pid)
-        if _live(stat) and stat is not None and stat.pgid == pgid:
-            members.append(pid)
-    return members
-
-
-def _children(pid: int) -> list[int]:
-    return [p for p in _all_pids() if (st := _proc_stat(p)) is not None and st.ppid == pid and _live(st)]
-
-
-#: Popen objects of the brokers started by this process, by PID.  Kept so that
-#: they are not garbage-collected while running (which warns) and so that their
-#: exit status is collected through Popen, not behind its back.
-_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
-
-
-def _reap(pid: int) -> None:
-    """Collect ``pid``'s exit status if it is our child, so it does not linger as a zombie."""
-    proc = _CHILDREN.get(pid)
-    if proc is not None:
-        if proc.poll() is not None:
-            del _CHILDREN[pid]
-        return
-    with contextlib.suppress(ChildProcessError, OSError):
-        os.waitpid(pid, os.WNOHANG)
 
 
 # --------------------------------------------------------------------------
@@ -375,35 +262,11 @@ def wait_for_kafka(bootstrap: str, timeout: float) -> None:
 
 
 @dataclass(frozen=True)
-class _PidRecord:
-    pid: int
-    pgid: int
-    port: int
-    started_at: str
-    start_time: int
+class _PidRecord(PidRecord):
+    """A broker's PID file: the ``noida-db`` wrapper, plus the broker binary it spawned once known."""
+
     broker_pid: int | None = None
     broker_start_time: int | None = None
-
-    @classmethod
-    def load(cls, path: Path) -> _PidRecord | None:
-        try:
-            raw = json.loads(path.read_text())
-            return cls(
-                pid=int(raw["pid"]),
-                pgid=int(raw["pgid"]),
-                port=int(raw["port"]),
-                started_at=str(raw.get("started_at", "")),
-                start_time=int(raw["start_time"]),
-                broker_pid=int(raw["broker_pid"]) if raw.get("broker_pid") is not None else None,
-                broker_start_time=(int(raw["broker_start_time"]) if raw.get("broker_start_time") is not None else None),
-            )
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
-
-    def save(self, path: Path) -> None:
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.__dict__, indent=2) + "\n")
-        tmp.replace(path)  # atomic: a reader never sees half a record
 
 
 class DevClusters:
@@ -470,8 +333,8 @@ class DevClusters:
                     results[spec.alias] = self._await_existing(spec, record, deadline)
                     continue
                 self._clear_stale(spec)
-                if not _port_is_free(spec.host, spec.port):
-                    owner = _port_owner(spec.port)
+                if not port_is_free(spec.host, spec.port):
+                    owner = port_owner(spec.port)
                     by = f" by {owner}" if owner else " by another process"
                     raise DevClusterError(
                         f"cannot start cluster '{spec.alias}': port {spec.port} on {spec.host} is already "
@@ -510,8 +373,8 @@ class DevClusters:
             record = self._owned_record(spec)
             if record is None:
                 detail = "not running"
-                if not _port_is_free(spec.host, spec.port):
-                    owner = _port_owner(spec.port)
+                if not port_is_free(spec.host, spec.port):
+                    owner = port_owner(spec.port)
                     detail += f" (port {spec.port} is in use by {owner or 'another process'})"
                 out.append(self._status(spec, None, answers=False, detail=detail))
                 continue
@@ -522,15 +385,8 @@ class DevClusters:
 
     # -- internals -------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.state_dir / ".lock", "a+") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+    def _locked(self) -> contextlib.AbstractContextManager[None]:
+        return file_lock(self.state_dir)
 
     def _status(self, spec: ClusterSpec, record: _PidRecord | None, *, answers: bool, detail: str) -> ClusterStatus:
         return ClusterStatus(
@@ -559,11 +415,11 @@ class DevClusters:
         if record.broker_pid is not None and record.broker_start_time is not None:
             known.add((record.broker_pid, record.broker_start_time))
         data_dir = str(self.data_dir(spec))
-        for pid in _group_members(record.pgid):
-            stat = _proc_stat(pid)
+        for pid in group_members(record.pgid):
+            stat = proc_stat(pid)
             if stat is not None and (pid, stat.start_time) in known:
                 return record
-            if data_dir in _cmdline(pid):
+            if data_dir in cmdline(pid):
                 return record
         return None
 
@@ -589,27 +445,10 @@ class DevClusters:
             str(data_dir),
         ]
         now = _dt.datetime.now(_dt.UTC)
-        with open(self.log_file(spec), "ab") as log:
-            log.write(f"\n{_START_MARKER} '{spec.alias}' at {now.isoformat()}: {' '.join(cmd)}\n".encode())
-            log.flush()
-            proc = subprocess.Popen(
-                cmd,
-                cwd=cluster_dir,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # own group: signal the script *and* the broker it spawns
-                close_fds=True,
-            )
-        _CHILDREN[proc.pid] = proc
-        stat = _proc_stat(proc.pid)
-        record = _PidRecord(
-            pid=proc.pid,
-            pgid=proc.pid,  # session leader: pgid == pid
-            port=spec.port,
-            started_at=now.isoformat(),
-            start_time=stat.start_time if stat else 0,
-        )
+        banner = f"{_START_MARKER} '{spec.alias}' at {now.isoformat()}: {' '.join(cmd)}"
+        # Own session and group: signal the script *and* the broker it spawns.
+        proc = spawn_session(cmd, log_file=self.log_file(spec), cwd=cluster_dir, banner=banner)
+        record = _PidRecord.for_process(proc.pid, port=spec.port, started_at=now.isoformat())
         record.save(self.pid_file(spec))
         return time.monotonic()
 
@@ -618,10 +457,10 @@ class DevClusters:
         record = _PidRecord.load(self.pid_file(spec))
         if record is None or record.broker_pid is not None:
             return
-        for child in _children(record.pid):
-            stat = _proc_stat(child)
+        for child in children(record.pid):
+            stat = proc_stat(child)
             if stat is not None and stat.pgid == record.pgid:
-                updated = _PidRecord(**{**record.__dict__, "broker_pid": child, "broker_start_time": stat.start_time})
+                updated = dataclasses.replace(record, broker_pid=child, broker_start_time=stat.start_time)
                 updated.save(self.pid_file(spec))
                 return
 
@@ -629,8 +468,8 @@ class DevClusters:
         record = _PidRecord.load(self.pid_file(spec))
         assert record is not None
         while True:
-            if not _group_members(record.pgid):
-                _reap(record.pid)
+            if not group_members(record.pgid):
+                reap(record.pid)
                 self._clear_stale(spec)
                 raise DevClusterError(
                     f"cluster '{spec.alias}' (noida-db on port {spec.port}) exited during startup.\n"
@@ -694,7 +533,7 @@ class DevClusters:
             if not self._wait_stopped(record, time.monotonic() + 10):
                 raise DevClusterError(
                     f"cluster '{spec.alias}': process group {record.pgid} survived SIGKILL; "
-                    f"processes left: {_group_members(record.pgid)}"
+                    f"processes left: {group_members(record.pgid)}"
                 )
             details[spec.alias] = f"killed after {timeout:.0f} s (did not stop on SIGTERM; recent data may be lost)"
         for spec in specs:
@@ -717,7 +556,7 @@ class DevClusters:
         init collects it (1.5-2 s on these machines).  The rest of the group
         gets SIGTERM in ``_wait_stopped`` once the broker is gone.
         """
-        members = _group_members(record.pgid)
+        members = group_members(record.pgid)
         others = [pid for pid in members if pid != record.pid]
         if record.pid in members and others:
             for pid in others:
@@ -729,9 +568,7 @@ class DevClusters:
     @staticmethod
     def _signal_group(pgid: int, sig: int) -> None:
         try:
-            os.killpg(pgid, sig)
-        except ProcessLookupError:
-            pass
+            signal_group(pgid, sig)
         except PermissionError as exc:  # pragma: no cover - not ours after all
             raise DevClusterError(f"not allowed to signal process group {pgid}: {exc}") from exc
 
@@ -739,8 +576,8 @@ class DevClusters:
         """True once no live process is left in the group; False at ``deadline``."""
         group_termed = False
         while True:
-            _reap(record.pid)  # the wrapper is our child when up() ran in this process
-            members = _group_members(record.pgid)
+            reap(record.pid)  # the wrapper is our child when up() ran in this process
+            members = group_members(record.pgid)
             if not members:
                 return True
             if not group_termed and all(pid == record.pid for pid in members):
@@ -753,25 +590,7 @@ class DevClusters:
 
     @staticmethod
     def _wait_group_vanished(record: _PidRecord, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while True:
-            _reap(record.pid)
-            try:
-                os.killpg(record.pgid, 0)
-            except ProcessLookupError:
-                return True
-            except PermissionError:
-                return False
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.02)
+        return wait_group_vanished(record.pgid, timeout, leader=record.pid)
 
     def _log_tail(self, spec: ClusterSpec) -> str:
-        try:
-            text = self.log_file(spec).read_text(errors="replace")
-        except OSError:
-            return "  (no log)"
-        text = text[text.rfind(_START_MARKER) :] if _START_MARKER in text else text
-        lines = [ln for ln in text.splitlines()[1:] if ln.strip() and not any(m in ln for m in _NOISE_MARKERS)]
-        tail = lines[-_LOG_TAIL_LINES:] or ["(empty)"]
-        return "\n".join(f"  {ln}" for ln in tail)
+        return log_tail(self.log_file(spec), marker=_START_MARKER, lines=_LOG_TAIL_LINES, noise=_NOISE_MARKERS)

@@ -36,7 +36,8 @@ def check_cluster(flow: FlowConfig, side: Side, timeout: float = 15.0) -> Cluste
     alias = flow.source if side == "source" else flow.target
     bootstrap = flow.client_config(side, "admin").get("bootstrap.servers", "?")
     started = time.monotonic()
-    admin = clients.admin(flow, side)
+    # A dead cluster makes librdkafka log every reconnect attempt; back off so a check logs a few lines.
+    admin = clients.admin(flow, side, **{"reconnect.backoff.ms": 1000, "reconnect.backoff.max.ms": 5000})
     try:
         metadata = admin.list_topics(timeout=timeout)
     except KafkaException as exc:

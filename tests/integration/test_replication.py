@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import time
@@ -48,6 +49,9 @@ def spark() -> Iterator[Any]:
     )
     yield session
     session.stop()
+    # py4j logs "Closing down clientserver connection" from __del__ at interpreter exit, after
+    # Airflow's logging setup has closed its stream: a "--- Logging error ---" dump on every run.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
 def make_config(clusters: Any, prefix: str, extra: str = "") -> MirrorConfig:

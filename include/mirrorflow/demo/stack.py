@@ -1,0 +1,548 @@
+"""``make demo`` / ``make demo-stop``: the whole demo stack, started and stopped in the right order.
+
+Why this exists: a first-time user should see replication working after one command, and get back
+a clean machine after another.  ``demo_up`` starts the two local Kafka clusters, creates the demo
+topics and starts the demo traffic, starts Airflow with the mirror DAGs, unpauses them and triggers
+a first run of each, then prints where to look and how to log in.  ``demo_down`` stops what the demo
+started, through recorded PIDs and process groups only.  Both are idempotent.
+
+State lives under ``$MIRRORFLOW_HOME/demo`` (default ``<repo>/.mirrorflow/demo``): ``airflow/``
+(Airflow home, its log ``standalone.log``), ``traffic/`` (PID file and ``traffic.log``) and
+``state.json`` (which clusters the demo started).  The clusters keep theirs under ``.../dev``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+
+from ..config import ConfigError, FlowConfig, MirrorConfig, load_config
+from ..devcluster import (
+    DEFAULT_CLUSTERS,
+    REPO_ROOT,
+    ClusterStatus,
+    DevClusterError,
+    DevClusters,
+    free_port,
+    state_root,
+    wait_for_kafka,
+)
+from ..processes import ProcessControlError, SessionProcess, file_lock, port_is_free, port_owner
+from .airflow_env import API_HOST, admin_login
+from .airflow_server import AirflowServer, AirflowServerError
+from .traffic import DEFAULT_RATE, DEMO_GROUPS, DEMO_TOPICS, ensure_topics
+
+__all__ = ["DemoPaths", "MirrorDag", "demo_dags", "demo_down", "demo_paths", "demo_status", "demo_up"]
+
+Out = Callable[[str], None]
+
+PORT_ENV = "MIRRORFLOW_DEMO_PORT"
+DEFAULT_PORT = 8080
+AIRFLOW_START_TIMEOUT = 180.0
+#: How long to wait for the mirror DAGs, and for the rest once the first one appeared.
+DAG_TIMEOUT = 180.0
+DAG_SETTLE = 30.0
+#: After unpausing, how long to wait for the scheduler's own first run before triggering one.
+FIRST_RUN_GRACE = 10.0
+
+_TRAFFIC_OWNER_ENV = "MIRRORFLOW_DEMO_TRAFFIC"
+_INCOMPLETE = "The demo is not complete. `make demo-stop` stops what started; `make demo` tries again."
+
+#: What a step of ``demo up`` may fail with; the message is shown as is.
+_KAFKA_FAILURES = (KafkaException, TimeoutError)
+_FAILURES = (DevClusterError, AirflowServerError, ProcessControlError, OSError, ValueError, *_KAFKA_FAILURES)
+
+
+def _print(line: str = "") -> None:
+    print(line, flush=True)
+
+
+# --------------------------------------------------------------------------
+# Where things are
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DemoPaths:
+    """The demo's state directory and what lies in it."""
+
+    root: Path
+
+    @property
+    def airflow_home(self) -> Path:
+        return self.root / "airflow"
+
+    @property
+    def traffic_dir(self) -> Path:
+        return self.root / "traffic"
+
+    @property
+    def state_file(self) -> Path:
+        return self.root / "state.json"
+
+
+def demo_paths() -> DemoPaths:
+    """``$MIRRORFLOW_HOME/demo``, else ``<repo>/.mirrorflow/demo``."""
+    return DemoPaths((state_root() / "demo").absolute())
+
+
+def config_path() -> Path:
+    """``$MIRRORFLOW_CONFIG``, else the example configuration ``include/config/mm2.properties``."""
+    return Path(os.environ.get("MIRRORFLOW_CONFIG") or REPO_ROOT / "include" / "config" / "mm2.properties").absolute()
+
+
+def _primary_bootstrap() -> str:
+    return DEFAULT_CLUSTERS[0].bootstrap
+
+
+def _traffic(paths: DemoPaths) -> SessionProcess:
+    directory = paths.traffic_dir
+    return SessionProcess(directory / "pid", directory / "traffic.log", owner_env=(_TRAFFIC_OWNER_ENV, str(directory)))
+
+
+def _show(path: Path) -> str:
+    """``path`` relative to the working directory when it lies below it (shorter to read and to paste)."""
+    with suppress(ValueError):
+        return str(path.relative_to(Path.cwd()))
+    return str(path)
+
+
+def _load_state(paths: DemoPaths) -> dict[str, list[str]]:
+    try:
+        raw = json.loads(paths.state_file.read_text())
+        return {"clusters_started": [str(a) for a in raw.get("clusters_started", [])]}
+    except (OSError, ValueError, AttributeError):
+        return {"clusters_started": []}
+
+
+def _save_state(paths: DemoPaths, state: dict[str, list[str]]) -> None:
+    paths.root.mkdir(parents=True, exist_ok=True)
+    paths.state_file.write_text(json.dumps(state, indent=2) + "\n")
+
+
+# --------------------------------------------------------------------------
+# What is replicated
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MirrorDag:
+    """One mirror DAG of the configuration, with the demo topics it copies (source -> remote name)."""
+
+    dag_id: str
+    flow: FlowConfig
+    family: str
+    schedule: str
+    topics: tuple[tuple[str, str], ...]
+
+
+def _schedule_text(kind: str, text: str) -> str:
+    return {"interval": f"every {text}", "none": "manual runs only"}.get(kind, text)
+
+
+def demo_dags(config: MirrorConfig, topics: Iterable[str] = tuple(t.name for t in DEMO_TOPICS)) -> list[MirrorDag]:
+    """``mirror__<src>__<tgt>__<family>`` for every enabled flow and family, with the demo topics each copies."""
+    topics = list(topics)
+    out = []
+    for flow in config.enabled_flows():
+        for family in flow.families:
+            mine = tuple(
+                (t, flow.policy.format_remote_topic(flow.source, t))
+                for t in topics
+                if flow.should_replicate_topic(t) and flow.family_of(t).name == family.name
+            )
+            out.append(
+                MirrorDag(
+                    dag_id=f"mirror__{flow.source}__{flow.target}__{family.name}",
+                    flow=flow,
+                    family=family.name,
+                    schedule=_schedule_text(family.schedule.kind, family.schedule.text),
+                    topics=mine,
+                )
+            )
+    return out
+
+
+# --------------------------------------------------------------------------
+# demo up
+# --------------------------------------------------------------------------
+
+
+def _clusters_up(paths: DemoPaths, out: Out) -> list[ClusterStatus]:
+    specs = ", ".join(f"{s.alias} {s.bootstrap}" for s in DEFAULT_CLUSTERS)
+    out(f"starting Kafka clusters ({specs})...")
+    statuses = DevClusters().up()
+    state = _load_state(paths)
+    started = [s.alias for s in statuses if s.detail.startswith("started")]
+    state["clusters_started"] = sorted(set(state["clusters_started"]) | set(started))
+    _save_state(paths, state)
+    for status in statuses:
+        out(f"  {status.alias:<8} {status.bootstrap:<16} {status.detail}")
+    return statuses
+
+
+def _traffic_up(paths: DemoPaths, out: Out) -> None:
+    process = _traffic(paths)
+    bootstrap = _primary_bootstrap()
+    created = ensure_topics(bootstrap)
+    if created:
+        out(f"created demo topics on primary: {', '.join(created)}")
+    record = process.record()
+    if record is not None:
+        out(f"demo traffic already running (pid {record.pid})")
+        return
+    cmd = [sys.executable, "-m", "include.mirrorflow.cli", "demo", "traffic", "--bootstrap", bootstrap]
+    pythonpath = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": pythonpath}
+    record = process.start(cmd, env=env, cwd=REPO_ROOT, banner=f"=== mirrorflow demo traffic to {bootstrap}")
+    out(f"started demo traffic (pid {record.pid}, about {DEFAULT_RATE:.0f} records/s to {bootstrap})")
+
+
+def _wanted_port() -> int:
+    text = os.environ.get(PORT_ENV) or str(DEFAULT_PORT)
+    if not text.isdigit() or not 0 < int(text) < 65536:
+        raise ValueError(f"{PORT_ENV} must be a TCP port number, not {text!r}")
+    return int(text)
+
+
+def _airflow_port(paths: DemoPaths, out: Out) -> int:
+    """The running server's port, else $MIRRORFLOW_DEMO_PORT (default 8080), else a free port (said so)."""
+    recorded = AirflowServer.recorded_port(paths.airflow_home)
+    if recorded is not None:
+        return recorded
+    wanted = _wanted_port()
+    if port_is_free(API_HOST, wanted):
+        return wanted
+    port = free_port(API_HOST)
+    owner = port_owner(wanted)
+    out(f"port {wanted} is in use{f' by {owner}' if owner else ''}; Airflow will listen on port {port} instead")
+    return port
+
+
+def _airflow_up(paths: DemoPaths, config: Path, out: Out) -> AirflowServer:
+    server = AirflowServer(paths.airflow_home, _airflow_port(paths, out), config)
+    if server.running():
+        out(f"Airflow already running (pid {server.pid}) at {server.url}")
+    else:
+        out(f"starting Airflow (about 20 s; log {_show(server.log_file)})...")
+    took = server.start(timeout=AIRFLOW_START_TIMEOUT)
+    out(f"  Airflow healthy at {server.url} after {took:.0f} s")
+    return server
+
+
+def _dags_up(server: AirflowServer, dags: list[MirrorDag], out: Out) -> dict[str, str]:
+    """Unpause every mirror DAG and make sure each has a first run; dag_id -> what happened.
+
+    Unpausing a scheduled DAG makes the scheduler start a run at once; a manual run is triggered
+    only for DAGs that have none shortly after (no schedule, or a slow scheduler), so that the
+    first copy is not queued twice.
+    """
+    out(f"waiting for the mirror DAGs ({', '.join(d.dag_id for d in dags)})...")
+    found = server.wait_for_dags([d.dag_id for d in dags], timeout=DAG_TIMEOUT, settle=DAG_SETTLE)
+    result = {d.dag_id: "NOT FOUND in Airflow (see above)" for d in dags if d.dag_id not in found}
+    if result:
+        out(f"error: {server.missing_dags_message([d.dag_id for d in dags], found, DAG_SETTLE)}")
+    ran_before = {d for d in found if server.run_count(d) > 0}
+    for dag_id in found:
+        server.unpause(dag_id)
+    deadline = time.monotonic() + FIRST_RUN_GRACE
+    waiting = [d for d in found if d not in ran_before]
+    while waiting and time.monotonic() < deadline:
+        time.sleep(1)
+        waiting = [d for d in waiting if server.run_count(d) == 0]
+    for dag_id in found:
+        if dag_id in ran_before:
+            result[dag_id] = "active; it has run before"
+        elif dag_id in waiting:
+            result[dag_id] = f"unpaused; first run triggered ({server.trigger(dag_id, {})})"
+        else:
+            result[dag_id] = "unpaused; its schedule started the first run"
+    return result
+
+
+def demo_up(out: Out = _print) -> int:
+    """Start (or complete) the demo and print where to look; 0 when everything runs, else 1."""
+    paths = demo_paths()
+    config_file = config_path()
+    try:
+        config = load_config(config_file)
+    except (ConfigError, OSError) as exc:  # ConfigError's message lists every problem
+        out(f"error: cannot use {_show(config_file)}: {exc}")
+        return 1
+    dags = demo_dags(config)
+    t0 = time.monotonic()
+    try:
+        with file_lock(paths.root):
+            _clusters_up(paths, out)
+            _traffic_up(paths, out)
+            server = _airflow_up(paths, config_file, out)
+            try:
+                result = _dags_up(server, dags, out)
+            except AirflowServerError as exc:  # Airflow runs: still show where to look at the import errors
+                out(f"error: {exc}")
+                result = {d.dag_id: "NOT FOUND in Airflow (see above)" for d in dags}
+    except _FAILURES as exc:
+        out(f"error: {exc}")
+        out(_INCOMPLETE)
+        return 1
+    _final_block(paths, server, dags, result, config_file, out, time.monotonic() - t0)
+    if any("NOT FOUND" in r for r in result.values()):
+        out("")
+        out(_INCOMPLETE)
+        return 1
+    return 0
+
+
+def _final_block(
+    paths: DemoPaths,
+    server: AirflowServer,
+    dags: list[MirrorDag],
+    result: dict[str, str],
+    config_file: Path,
+    out: Out,
+    took: float,
+) -> None:
+    user, password = admin_login(paths.airflow_home)
+    primary, backup = (s.bootstrap for s in DEFAULT_CLUSTERS)
+    topics = ", ".join(t.name for t in DEMO_TOPICS)
+    groups = ", ".join(g.group for g in DEMO_GROUPS)
+    lines = [
+        "",
+        f"mirrorflow demo is running (ready in {took:.0f} s)",
+        "",
+        f"  Airflow UI   {server.url}",
+        f"  Login        {user} / {password}",
+        f"  Kafka        primary {primary}  ->  backup {backup}",
+        f"  Traffic      about {DEFAULT_RATE:.0f} records/s to {topics} on primary;",
+        f"               consumer groups {groups} commit offsets on primary",
+        "",
+        f"Replicating ({_show(config_file)}):",
+    ]
+    for dag in dags:
+        lines.append(f"  {dag.flow.name}  family {dag.family:<10} DAG {dag.dag_id}  ({dag.schedule})")
+        lines.append(f"      {result.get(dag.dag_id, '')}")
+        for source, remote in dag.topics:
+            lines.append(f"      {source:<15} -> {remote}  on {dag.flow.target}")
+    lines += [
+        "",
+        "Watch it:",
+        f"  open {server.url} (DAGs -> a mirror DAG -> Grid: runs, task logs with per-partition records and lag)",
+        "  .venv/bin/mirrorflow demo status     # what runs; end offsets on primary and backup; consumer lag",
+        f"  logs: {_show(server.log_file)}, {_show(_traffic(paths).log_file)},",
+        f"        {_show(DevClusters().state_dir)}/<cluster>/broker.log",
+        "",
+        "Stop it:",
+        "  make demo-stop",
+    ]
+    for line in lines:
+        out(line)
+
+
+# --------------------------------------------------------------------------
+# demo down
+# --------------------------------------------------------------------------
+
+
+def _clusters_down(paths: DemoPaths, out: Out) -> None:
+    state = _load_state(paths)
+    ours = set(state["clusters_started"])
+    clusters = DevClusters()
+    if ours:
+        mine = [s for s in clusters.specs if s.alias in ours]
+        for status in DevClusters(clusters.state_dir, mine).down():
+            out(f"Kafka cluster {status.alias} ({status.bootstrap}): {status.detail}")
+    state["clusters_started"] = []
+    _save_state(paths, state)
+    still = [s.alias for s in clusters.status() if s.running]
+    if still:
+        out(f"Kafka clusters {', '.join(still)} were not started by the demo and keep running (`make dev-down`).")
+
+
+def demo_down(out: Out = _print) -> int:
+    """Stop the traffic, Airflow and the clusters the demo started (recorded PIDs only); idempotent.
+
+    Each step runs even if an earlier one failed; the exit code is 1 if any failed.
+    """
+    paths = demo_paths()
+    steps: list[tuple[str, Callable[[], object]]] = [
+        ("demo traffic", lambda: out(f"demo traffic: {_traffic(paths).stop(timeout=30)}")),
+        ("Airflow", lambda: out(f"Airflow: {AirflowServer.session(paths.airflow_home).stop(timeout=60)}")),
+        ("Kafka clusters", lambda: _clusters_down(paths, out)),
+    ]
+    failed = 0
+    with file_lock(paths.root):
+        for name, step in steps:
+            try:
+                step()
+            except (DevClusterError, ProcessControlError, OSError) as exc:
+                out(f"{name}: could not stop: {exc}")
+                failed += 1
+    return 1 if failed else 0
+
+
+# --------------------------------------------------------------------------
+# demo status
+# --------------------------------------------------------------------------
+
+
+@functools.cache
+def _admin(bootstrap: str) -> AdminClient:
+    """One admin client per cluster for ``demo status``; librdkafka's info-level chatter at exit is hidden."""
+    return AdminClient({"bootstrap.servers": bootstrap, "socket.connection.setup.timeout.ms": 3000, "log_level": 4})
+
+
+def _partition_ends(bootstrap: str, topics: Iterable[str]) -> dict[tuple[str, int], int]:
+    """End offset of every partition of the topics that exist; raises if the cluster does not answer."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import OffsetSpec
+
+    admin = _admin(bootstrap)
+    metadata = admin.list_topics(timeout=5).topics
+    request = {
+        TopicPartition(t, p): OffsetSpec.latest() for t in topics if t in metadata for p in metadata[t].partitions
+    }
+    if not request:
+        return {}
+    futures = admin.list_offsets(request, request_timeout=10)
+    return {(tp.topic, tp.partition): future.result(timeout=10).offset for tp, future in futures.items()}
+
+
+def _per_topic(offsets: dict[tuple[str, int], int], topic: str) -> int | None:
+    values = [v for (t, _p), v in offsets.items() if t == topic]
+    return sum(values) if values else None
+
+
+def _copied(config: MirrorConfig, flow: FlowConfig) -> dict[tuple[str, int], int]:
+    """Next offset to copy per source partition, from the flow's progress topic (MM2's format) on the target."""
+    from ..replication.progress import progress_topic, read_progress
+
+    consumer = {
+        "bootstrap.servers": config.clusters[flow.target].bootstrap_servers,
+        "group.id": "mirrorflow-demo-status",
+        "receive.message.max.bytes": 100 * 1024 * 1024,
+        "log_level": 4,
+    }
+    progress = read_progress(consumer, progress_topic(flow.source), flow.source, timeout=10)
+    return {tp: last + 1 for tp, last in progress.items()}
+
+
+def _group_lag(bootstrap: str, group: str) -> tuple[int, int] | None:
+    """(committed offsets, lag) summed over the group's partitions; None if it committed nothing."""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    futures = _admin(bootstrap).list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=10)
+    committed = {
+        (tp.topic, tp.partition): tp.offset
+        for tp in futures[group].result(timeout=10).topic_partitions or []
+        if tp.offset >= 0
+    }
+    if not committed:
+        return None
+    ends = _partition_ends(bootstrap, {t for t, _p in committed})
+    return sum(committed.values()), sum(max(0, ends.get(tp, off) - off) for tp, off in committed.items())
+
+
+def _status_processes(paths: DemoPaths, out: Out) -> bool:
+    statuses = DevClusters().status()
+    for s in statuses:
+        out(f"Kafka {s.alias:<8} {s.bootstrap:<16} {s.detail}{f' (pid {s.pid})' if s.pid else ''}")
+    traffic = _traffic(paths).record()
+    out(f"demo traffic         {f'running (pid {traffic.pid})' if traffic else 'not running'}")
+    port = AirflowServer.recorded_port(paths.airflow_home)
+    healthy = False
+    if port is not None:
+        server = AirflowServer(paths.airflow_home, port, config_path())
+        healthy = server.healthy()
+        out(
+            f"Airflow              running (pid {server.pid}) at {server.url}, {'healthy' if healthy else 'NOT healthy'}"
+        )
+    else:
+        out("Airflow              not running")
+    return all(s.running for s in statuses) and traffic is not None and healthy
+
+
+@functools.cache
+def _answers(bootstrap: str) -> bool:
+    """True if the cluster answers a metadata request within 2 s (so status never hangs on a stopped one)."""
+    try:
+        wait_for_kafka(bootstrap, timeout=2)
+    except DevClusterError:
+        return False
+    return True
+
+
+def _status_flow(config: MirrorConfig, dag: MirrorDag, out: Out) -> None:
+    flow = dag.flow
+    down = [a for a in (flow.source, flow.target) if not _answers(config.clusters[a].bootstrap_servers)]
+    if down:
+        out(f"  {dag.dag_id}: cluster {' and '.join(down)} not answering; no offsets")
+        return
+    try:
+        ends = _partition_ends(config.clusters[flow.source].bootstrap_servers, [t for t, _ in dag.topics])
+        copied = _copied(config, flow)
+        remote_ends = _partition_ends(config.clusters[flow.target].bootstrap_servers, [r for _, r in dag.topics])
+    except _KAFKA_FAILURES as exc:  # a cluster down: say so, keep going
+        out(f"  {dag.dag_id}: cannot read offsets ({exc})")
+        return
+    for topic, remote in dag.topics:
+        parts = [tp for tp in ends if tp[0] == topic]
+        done = sum(min(copied.get(tp, 0), ends[tp]) for tp in parts)
+        lag = sum(ends[tp] for tp in parts) - done
+        out(
+            f"  {flow.source} {topic:<14} end {_num(_per_topic(ends, topic)):>7}  copied {done:>7}  lag {lag:>6}"
+            f"   {flow.target} {remote:<22} end {_num(_per_topic(remote_ends, remote)):>7}   ({dag.family})"
+        )
+
+
+def _status_topics(config: MirrorConfig, out: Out) -> None:
+    out("")
+    out("Replication (offsets summed over partitions; 'copied' is the progress MM2 and mirrorflow record;")
+    out("the backup's end offsets also count transaction markers):")
+    for dag in demo_dags(config):
+        if dag.topics:
+            _status_flow(config, dag, out)
+
+
+def _num(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
+def _status_groups(out: Out) -> None:
+    bootstrap = _primary_bootstrap()
+    out("")
+    out(f"Consumer groups on primary ({bootstrap}):")
+    if not _answers(bootstrap):
+        out("  cluster not answering; no offsets")
+        return
+    for group in DEMO_GROUPS:
+        try:
+            lag = _group_lag(bootstrap, group.group)
+        except _KAFKA_FAILURES as exc:
+            out(f"  {group.group}: cannot read offsets ({exc})")
+            continue
+        text = f"committed {lag[0]:>7}  lag {lag[1]:>6}" if lag else "nothing committed yet"
+        out(f"  {group.group:<14} {text}  ({', '.join(group.topics)})")
+
+
+def demo_status(out: Out = _print) -> int:
+    """Print what runs and how far replication got; 0 when everything runs, else 3."""
+    paths = demo_paths()
+    everything = _status_processes(paths, out)
+    try:
+        config = load_config(config_path())
+    except (ConfigError, OSError) as exc:
+        out(f"cannot use {_show(config_path())}: {exc}")
+        return 3
+    _status_topics(config, out)
+    _status_groups(out)
+    return 0 if everything else 3
