@@ -43,10 +43,6 @@ DEFAULT_ARGS: dict[str, Any] = {
 DURATION_PATTERN = r"^$|^\s*\d+\s*(s|sec|secs|seconds?|m|min|mins|minutes?|h|hours?)\s*$"
 
 
-def mirror_dag_id(flow: FlowConfig, family: str) -> str:
-    return f"mirror__{flow.source}__{flow.target}__{family}"
-
-
 def mirror_asset(flow: FlowConfig, family: str) -> Asset:
     """The asset a mirror run updates; the checkpoints DAG of the flow is scheduled on it."""
     return Asset(
@@ -98,7 +94,7 @@ def build_mirror_dag(flow: FlowConfig, family: str, config_file: Path) -> DAG:
     name = flow.name
     asset = mirror_asset(flow, family)
     with DAG(
-        dag_id=mirror_dag_id(flow, family),
+        dag_id=flow.dag_id("mirror", family),
         description=f"Mirror the {family} topics from {flow.source} to {flow.target}",
         doc_md=render_family_markdown(flow, family),
         schedule=airflow_schedule(fam.schedule),

@@ -198,6 +198,14 @@ class FlowConfig:
                 return fam
         raise KeyError(f"flow {self.name} has no family '{name}'")
 
+    def dag_id(self, kind: str, family: str | None = None) -> str:
+        """The Airflow DAG id of this flow for ``kind`` (mirror, checkpoints, ...): ``<kind>__<src>__<tgt>[__<family>]``.
+
+        Defined here, not in the DAG factories, because the demo, the CLI and the status page name
+        the same DAGs.
+        """
+        return "__".join([kind, self.source, self.target, *([family] if family else [])])
+
     def internal_topics(self) -> dict[str, str]:
         """Names (and clusters) of the internal topics this flow reads and writes, MM2's names."""
         location = self.get("offset-syncs.topic.location")

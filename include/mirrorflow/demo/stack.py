@@ -163,7 +163,7 @@ def demo_dags(config: MirrorConfig, topics: Iterable[str] = tuple(t.name for t i
             )
             out.append(
                 MirrorDag(
-                    dag_id=f"mirror__{flow.source}__{flow.target}__{family.name}",
+                    dag_id=flow.dag_id("mirror", family.name),
                     flow=flow,
                     family=family.name,
                     schedule=_schedule_text(family.schedule.kind, family.schedule.text),
