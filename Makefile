@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYSPARK_VERSION := 4.3.0
 
-.PHONY: install test unit integration lint demo demo-stop demo-status dev-up dev-down dev-status clean
+.PHONY: install test unit integration lint demo demo-stop demo-status dev-up dev-down dev-status screenshots clean
 
 install: $(STAMP)
 
@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 test: install
-	$(BIN)/ruff check include tests spark_apps plugins dags
+	$(BIN)/ruff check include tests spark_apps plugins dags docs
 	$(BIN)/python -m pytest
 
 unit: install
@@ -32,7 +32,7 @@ integration: install
 	$(BIN)/python -m pytest tests/integration
 
 lint: install
-	$(BIN)/ruff check include tests spark_apps plugins dags
+	$(BIN)/ruff check include tests spark_apps plugins dags docs
 
 dev-up dev-down dev-status: install
 	$(BIN)/mirrorflow dev $(subst dev-,,$@)
@@ -48,6 +48,25 @@ demo-stop:
 demo-status:
 	@if [ -x $(BIN)/mirrorflow ]; then $(BIN)/mirrorflow demo status; \
 	else echo "no $(VENV): run 'make demo' first"; exit 3; fi
+
+# README screenshots of the Airflow UI (docs/img/*.png) with Debian's headless Chromium; needs `make demo` running.
+CHROMIUM := /usr/bin/chromium
+
+screenshots: install
+	$(BIN)/python -m pip install --quiet -e ".[docs]"
+	@if [ ! -x $(CHROMIUM) ]; then \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; \
+		elif command -v sudo >/dev/null 2>&1; then SUDO=sudo; \
+		else echo "error: $(CHROMIUM) is missing and this user cannot install it (not root, no sudo)."; \
+			echo "Install Debian's chromium package as root (apt-get install chromium), then run 'make screenshots' again."; \
+			exit 1; fi; \
+		echo "installing Debian's chromium (for $(CHROMIUM))..."; \
+		$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium \
+		|| { $$SUDO apt-get update && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; } \
+		|| { echo "error: could not install Debian's chromium; install it (apt-get install chromium) and try again."; exit 1; }; \
+		test -x $(CHROMIUM) || { echo "error: the chromium package did not provide $(CHROMIUM)."; exit 1; }; \
+	fi
+	$(BIN)/python docs/screenshots.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

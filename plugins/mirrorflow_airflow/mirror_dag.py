@@ -60,9 +60,10 @@ def airflow_schedule(schedule: Schedule) -> str | timedelta | None:
 
 def mirror_params() -> dict[str, Param]:
     return {
+        # ["null", "string"] with a None default: optional in the trigger form (a plain string is required).
         "duration": Param(
-            "",
-            type="string",
+            None,
+            type=["null", "string"],
             pattern=DURATION_PATTERN,
             title="Keep mirroring for",
             description=(
@@ -72,8 +73,8 @@ def mirror_params() -> dict[str, Param]:
             ),
         ),
         "topics": Param(
-            "",
-            type="string",
+            None,
+            type=["null", "string"],
             title="Only these topics",
             description=(
                 "Comma-separated source topic names of this family (e.g. orders.eu, orders.us). "

@@ -42,6 +42,7 @@ def test_every_dag_has_tags_docs_retries_and_an_owner(monkeypatch: pytest.Monkey
         for name in dag.params:
             param = dag.params.get_param(name)
             assert param.schema.get("title") and param.description, (dag.dag_id, name)
+            assert "null" in param.schema["type"], (dag.dag_id, name)  # optional: the UI form does not insist
 
 
 def test_mirror_dag_shape_schedule_and_asset(monkeypatch: pytest.MonkeyPatch) -> None:

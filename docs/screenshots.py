@@ -1,0 +1,466 @@
+"""Take the README's screenshots of the Airflow UI from a running mirrorflow demo.
+
+Why this exists: screenshots in a README go stale with every Airflow upgrade and every change to the
+mirror DAGs.  Taking them by hand (log in, wait for runs, open the right dialog, crop) is slow and never
+quite the same twice; this script does it the same way every time, against the real demo.
+
+How to run it::
+
+    make demo          # clusters + Airflow + traffic; the first mirror runs finish about 2 minutes later
+    make screenshots   # installs the `docs` extra and Debian's chromium if missing, then runs this
+
+or directly, once ``pip install -e ".[docs]"`` and ``apt-get install chromium`` are done::
+
+    .venv/bin/python docs/screenshots.py [--url URL --user USER --password-file FILE] [--out docs/img]
+
+By default it finds the demo's Airflow the way ``make demo`` recorded it (port from the server's PID
+record, admin login from the Airflow home's passwords file).  It signs in through the simple auth
+manager's login form like a person would (``--login token`` instead gets a token from
+``POST /auth/token`` and sets it as the ``_token`` cookie, which is where the login form puts it), waits
+(``--wait``, default 10 minutes) until every mirror DAG has a successful run (``--runs``), then writes to
+``docs/img/``:
+
+- ``dag-list.png``: the DAG list with the ``mirror__*`` DAGs, their tags, latest and recent runs;
+- ``mirror-dag-grid.png``: one mirror DAG's page (``--dag``): the grid of its runs and tasks, and the
+  durations of its last runs;
+- ``mirror-trigger-form.png``: the Trigger DAG dialog with the DAG's Params form, filled with an example.
+
+The browser is Debian's headless Chromium (``/usr/bin/chromium``), driven by Playwright; Playwright's
+own browser download is never used.  The password is never printed.  Nothing is triggered: the dialog
+is closed without pressing its Trigger button.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from playwright.sync_api import BrowserContext, Locator, Page
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_OUT = REPO_ROOT / "docs" / "img"
+DEFAULT_CHROMIUM = "/usr/bin/chromium"
+DEFAULT_DAG = "mirror__primary__backup__orders"
+DAG_PREFIX = "mirror__"
+#: Flags without which Chromium hangs on this kind of machine (closed network): no background
+#: connections, no component or sync updates, no QUIC, no GPU, no sandbox (we may run as root).
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+VIEWPORT = {"width": 1400, "height": 900}
+#: What the Params form is filled with in the Trigger screenshot (an example; the run is never started).
+EXAMPLE_PARAMS = {"Keep mirroring for": "10m", "Only these topics": "orders.eu, orders.us"}
+#: Share of the DAG page's width for the grid of runs (Airflow's default, 20 %, fits about three runs).
+GRID_SHARE = 0.27
+NOT_RUNNING = "Start the demo first with `make demo`; this script then waits for the first mirror runs."
+
+
+class ScreenshotError(RuntimeError):
+    """Something a person has to fix; the message says what."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where Airflow is and how to log in (``password`` is never printed)."""
+
+    url: str
+    user: str
+    password: str = ""
+
+    def __repr__(self) -> str:  # keep the password out of tracebacks and debug output
+        return f"Target(url={self.url!r}, user={self.user!r}, password='[redacted]')"
+
+
+# --------------------------------------------------------------------------
+# Finding the demo's Airflow
+# --------------------------------------------------------------------------
+
+
+def _demo_target() -> Target:
+    """The demo's Airflow URL and admin login, read with the demo's own helpers."""
+    if str(REPO_ROOT) not in sys.path:
+        sys.path.insert(0, str(REPO_ROOT))
+    from include.mirrorflow.demo.airflow_env import API_HOST, admin_login
+    from include.mirrorflow.demo.airflow_server import AirflowServer
+    from include.mirrorflow.demo.stack import demo_paths
+
+    home = demo_paths().airflow_home
+    port = AirflowServer.recorded_port(home)
+    if port is None:
+        raise ScreenshotError(f"The mirrorflow demo's Airflow is not running (no live server recorded in {home}).")
+    user, password = admin_login(home)
+    return Target(f"http://{API_HOST}:{port}", user, password)
+
+
+def _read_password(path: Path, user: str) -> str:
+    """A password file: plain text, or Airflow's simple auth manager JSON ``{"user": "password"}``."""
+    try:
+        text = path.read_text().strip()
+    except OSError as exc:
+        raise ScreenshotError(f"cannot read the password file {path}: {exc.strerror or exc}") from None
+    if text.startswith("{"):
+        try:
+            passwords = json.loads(text)
+        except ValueError:
+            raise ScreenshotError(f"{path} looks like JSON but is not valid JSON") from None
+        if user not in passwords:
+            raise ScreenshotError(f"{path} has no password for user '{user}'")
+        return str(passwords[user])
+    return text
+
+
+def resolve_target(args: argparse.Namespace) -> Target:
+    """``--url/--user/--password-file`` where given, the running demo's values for the rest."""
+    if args.url is not None and args.password_file is not None:
+        user = args.user or "admin"
+        return Target(args.url.rstrip("/"), user, _read_password(args.password_file, user))
+    try:
+        demo = _demo_target()
+    except ScreenshotError as exc:
+        if args.url is None:
+            raise ScreenshotError(f"{exc} {NOT_RUNNING}") from None
+        raise ScreenshotError(
+            f"give --password-file for {args.url} (without it the password of the running demo is used, "
+            "and the demo is not running)"
+        ) from None
+    user = args.user or demo.user
+    if args.password_file is not None:
+        password = _read_password(args.password_file, user)
+    elif user == demo.user:
+        password = demo.password
+    else:
+        raise ScreenshotError(f"no password for user '{user}': give --password-file")
+    return Target((args.url or demo.url).rstrip("/"), user, password)
+
+
+def check_healthy(url: str) -> None:
+    """Fail with a clear message when nothing (or not a healthy Airflow) answers at ``url``."""
+    try:
+        with urllib.request.urlopen(f"{url}/api/v2/monitor/health", timeout=10) as answer:
+            health = json.loads(answer.read() or b"{}")
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise ScreenshotError(f"No Airflow answers at {url} ({reason}). {NOT_RUNNING}") from None
+    unhealthy = [k for k, v in health.items() if isinstance(v, dict) and v.get("status") != "healthy"]
+    if unhealthy:
+        print(f"warning: Airflow at {url} reports unhealthy components: {', '.join(unhealthy)}", flush=True)
+
+
+# --------------------------------------------------------------------------
+# Browser
+# --------------------------------------------------------------------------
+
+
+@contextmanager
+def browser_context(chromium: str) -> Iterator[BrowserContext]:
+    """A fresh headless Chromium (Debian's binary, empty profile) and a light-mode context of ``VIEWPORT``."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        raise ScreenshotError(
+            'Playwright is not installed in this Python: `.venv/bin/python -m pip install -e ".[docs]"` '
+            "(or `make screenshots`, which does it)."
+        ) from None
+    if not Path(chromium).exists():
+        raise ScreenshotError(
+            f"{chromium} not found: install Debian's Chromium with `apt-get install chromium` "
+            "(`make screenshots` does it)."
+        )
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_FLAGS)
+        try:
+            context = browser.new_context(
+                viewport=VIEWPORT, device_scale_factor=1, color_scheme="light", locale="en-US", timezone_id="UTC"
+            )
+            context.set_default_timeout(30_000)
+            yield context
+        finally:
+            browser.close()
+
+
+def login_with_form(page: Page, target: Target) -> None:
+    """Sign in through the simple auth manager's form, as a person does; it stores the JWT in the ``_token`` cookie."""
+    page.goto(f"{target.url}/auth/login?next={urllib.parse.quote('/dags')}", wait_until="networkidle")
+    page.locator("input[name=username]").fill(target.user)
+    page.locator("input[name=password]").fill(target.password)
+    page.get_by_role("button", name="Sign in").click()
+    # "401 Unauthorized / Invalid credentials"; the other alert on that page is the simple auth manager's banner.
+    alerts = page.locator(".chakra-alert__root").filter(has_not_text="Simple auth manager enabled")
+    error = alerts.locator(".chakra-alert__description")
+    deadline = time.monotonic() + 20
+    while "/auth/login" in page.url:
+        if error.count() and error.first.is_visible():
+            why = " ".join(error.first.inner_text().split())
+            raise ScreenshotError(f"login as '{target.user}' at {target.url} failed: {why}")
+        if time.monotonic() >= deadline:
+            raise ScreenshotError(
+                f"login as '{target.user}' at {target.url} failed: still on the login page after 20 s"
+            )
+        page.wait_for_timeout(250)
+
+
+def login_with_token(context: BrowserContext, target: Target) -> None:
+    """``POST /auth/token`` and put the JWT where the UI's login form puts it: cookie ``_token``, path ``/``."""
+    answer = context.request.post(
+        f"{target.url}/auth/token", data={"username": target.user, "password": target.password}
+    )
+    if answer.status not in (200, 201):
+        raise ScreenshotError(f"login as '{target.user}' at {target.url}/auth/token failed: HTTP {answer.status}")
+    token = answer.json()["access_token"]
+    context.add_cookies([{"name": "_token", "value": token, "url": f"{target.url}/"}])
+
+
+def api(page: Page, url: str, path: str) -> Any:
+    """GET the REST API with the browser's session cookie; the parsed JSON."""
+    answer = page.request.get(url + path)
+    if not answer.ok:
+        raise ScreenshotError(f"GET {path}: HTTP {answer.status}")
+    return answer.json()
+
+
+def mirror_dags(page: Page, url: str) -> list[str]:
+    body = api(page, url, f"/api/v2/dags?limit=100&dag_id_pattern={DAG_PREFIX}")
+    return sorted(d["dag_id"] for d in body.get("dags", []) if d["dag_id"].startswith(DAG_PREFIX))
+
+
+def successful_runs(page: Page, url: str, dag_id: str) -> int:
+    body = api(page, url, f"/api/v2/dags/{urllib.parse.quote(dag_id, safe='')}/dagRuns?state=success&limit=1")
+    return int(body.get("total_entries", 0))
+
+
+def wait_for_runs(page: Page, url: str, dags: list[str], wanted: int, timeout: float) -> None:
+    """Wait until every DAG has ``wanted`` successful runs (the screenshots show them); warn on timeout."""
+    deadline = time.monotonic() + timeout
+    said = ""
+    while True:
+        counts = {d: successful_runs(page, url, d) for d in dags}
+        short = [d for d, n in counts.items() if n < wanted]
+        if not short:
+            return
+        if time.monotonic() >= deadline:
+            print(f"warning: still fewer than {wanted} successful runs for {', '.join(short)}; going on", flush=True)
+            return
+        line = ", ".join(f"{d.removeprefix(DAG_PREFIX)} {counts[d]}" for d in dags)
+        if line != said:
+            print(f"waiting for {wanted} successful run(s) of each mirror DAG (now: {line})...", flush=True)
+            said = line
+        time.sleep(5)
+
+
+# --------------------------------------------------------------------------
+# Pages
+# --------------------------------------------------------------------------
+
+
+def settle(page: Page) -> None:
+    """Wait until the page looks finished: no pending requests, no loading bars or skeletons, fonts ready."""
+    page.wait_for_load_state("networkidle")
+    # Not .chakra-spinner: a running DAG run's state badge spins for as long as the run lasts.
+    for selector in ('[role=progressbar][aria-label="loading..."]', ".chakra-skeleton"):
+        if page.locator(selector).count():
+            page.locator(selector).first.wait_for(state="hidden", timeout=30_000)
+    page.evaluate("document.fonts.ready.then(() => true)")
+    page.wait_for_timeout(750)  # the last re-render after the data arrived (charts animate in)
+
+
+def bottom_of(locator: Locator) -> float:
+    box = locator.bounding_box()
+    if box is None:
+        raise ScreenshotError(f"{locator} is not visible")
+    return box["y"] + box["height"]
+
+
+def crop_top(page: Page, height: float) -> dict[str, float]:
+    """The top ``height`` pixels of the viewport, moved down past a navigation item the edge would cut in two."""
+    y = min(float(VIEWPORT["height"]), height)
+    for item in page.locator("[data-testid=nav-sidebar] a, [data-testid=nav-sidebar] button").all():
+        box = item.bounding_box()
+        if box is not None and box["y"] < y < box["y"] + box["height"]:
+            y = min(float(VIEWPORT["height"]), box["y"] + box["height"] + 4)
+    return {"x": 0, "y": 0, "width": VIEWPORT["width"], "height": y}
+
+
+#: The bottom edge of the bordered box (a chart's card) around the element it is called on; what starts
+#: below that edge in the same panel is hidden, so that no sliver of the next card shows above the crop.
+_CARD_BOTTOM_JS = """
+(el) => {
+  let bottom = el.getBoundingClientRect().bottom;
+  for (let node = el; node && node !== document.body; node = node.parentElement) {
+    if (parseFloat(getComputedStyle(node).borderBottomWidth) > 0) {
+      bottom = node.getBoundingClientRect().bottom;
+      break;
+    }
+  }
+  const panel = el.closest("#details-panel") || document.body;
+  for (const other of panel.querySelectorAll("*")) {
+    if (other.getBoundingClientRect().top > bottom) other.style.visibility = "hidden";
+  }
+  return bottom;
+}
+"""
+
+
+def shoot_dag_list(page: Page, url: str, dags: list[str], out: Path) -> Path:
+    """The DAG list (card view: tags, schedule, latest and next run), cropped below the last card."""
+    page.goto(f"{url}/dags", wait_until="networkidle")
+    for dag_id in dags:
+        page.get_by_role("link", name=dag_id, exact=True).first.wait_for()
+    settle(page)
+    bottom = bottom_of(page.locator("[data-testid=dag-card]").last)
+    path = out / "dag-list.png"
+    page.screenshot(path=path, animations="disabled", clip=crop_top(page, int(bottom) + 16))
+    return path
+
+
+def widen_grid(page: Page, share: float) -> None:
+    """Drag the divider between the grid panel and the details panel so the grid takes ``share`` of the width.
+
+    The grid panel starts at a fifth of the width, where a handful of runs already overflows it.
+    """
+    handle = page.locator("[data-panel-resize-handle-id]").first
+    grid = page.locator("#main-panel").bounding_box()
+    details = page.locator("#details-panel").bounding_box()
+    box = handle.bounding_box()
+    if grid is None or details is None or box is None:
+        return  # another layout: leave it as it is
+    # Not at mid-height: the "collapse details panel" button sits there, and a click on it hides the details.
+    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 4
+    target = grid["x"] + share * (details["x"] + details["width"] - grid["x"])
+    page.mouse.move(x, y)
+    page.mouse.down()
+    page.mouse.move(target, y, steps=10)
+    page.mouse.up()
+
+
+def shoot_dag_grid(page: Page, url: str, dag_id: str, out: Path) -> Path:
+    """One mirror DAG's page: the grid of its runs and task states on the left, the overview on the right."""
+    page.goto(f"{url}/dags/{urllib.parse.quote(dag_id, safe='')}", wait_until="networkidle")
+    page.get_by_text("replicate", exact=True).first.wait_for()
+    settle(page)
+    widen_grid(page, GRID_SHARE)
+    page.mouse.move(0, VIEWPORT["height"] - 1)  # no hover effects on the divider
+    settle(page)
+    # Down to the run-duration chart; what follows (the asset events) wraps below it at this width.
+    chart_title = page.get_by_text(re.compile(r"^Last \d+ Dag Runs?$")).first
+    bottom = chart_title.evaluate(_CARD_BOTTOM_JS) if chart_title.count() else VIEWPORT["height"]
+    path = out / "mirror-dag-grid.png"
+    page.screenshot(path=path, animations="disabled", clip=crop_top(page, bottom + 16))
+    return path
+
+
+def shoot_trigger_form(page: Page, url: str, dag_id: str, out: Path) -> Path:
+    """The Trigger DAG dialog with the Params form filled with an example; closed again, never submitted."""
+    page.goto(f"{url}/dags/{urllib.parse.quote(dag_id, safe='')}", wait_until="networkidle")
+    settle(page)
+    page.get_by_role("button", name="Trigger Dag", exact=True).first.click()
+    dialog = page.get_by_role("dialog")
+    dialog.wait_for()
+    for label, value in EXAMPLE_PARAMS.items():
+        # The form's <label>s are not tied to their <input>s (for= names another id): find the field group.
+        field = dialog.get_by_role("group").filter(has=page.locator("label", has_text=label))
+        field.locator("input").fill(value)
+    dialog.get_by_role("heading").first.click()  # move the focus out of the last field, so it validates
+    settle(page)
+    path = out / "mirror-trigger-form.png"
+    dialog.screenshot(path=path, animations="disabled")
+    page.keyboard.press("Escape")
+    return path
+
+
+# --------------------------------------------------------------------------
+# Main
+# --------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--url", help="Airflow's base URL (default: the running `make demo`'s)")
+    parser.add_argument("--user", help="user to log in as (default: the demo's admin)")
+    parser.add_argument(
+        "--password-file",
+        type=Path,
+        help="file with the password: plain text, or the simple auth manager's JSON (default: the demo's)",
+    )
+    parser.add_argument("--login", choices=("form", "token"), default="form", help="how to sign in (default: form)")
+    parser.add_argument(
+        "--dag", default=DEFAULT_DAG, help=f"DAG for the grid and trigger shots (default: {DEFAULT_DAG})"
+    )
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (default: docs/img)")
+    parser.add_argument("--chromium", default=DEFAULT_CHROMIUM, help=f"Chromium binary (default: {DEFAULT_CHROMIUM})")
+    parser.add_argument("--runs", type=int, default=1, help="successful runs per mirror DAG to wait for (default: 1)")
+    parser.add_argument("--wait", type=float, default=600, help="seconds to wait for them (default: 600)")
+    return parser.parse_args(argv)
+
+
+def take_screenshots(target: Target, args: argparse.Namespace) -> list[Path]:
+    args.out.mkdir(parents=True, exist_ok=True)
+    with browser_context(args.chromium) as context:
+        from playwright.sync_api import Error as PlaywrightError
+
+        page = context.new_page()
+        try:
+            if args.login == "form":
+                login_with_form(page, target)
+            else:
+                login_with_token(context, target)
+            dags = mirror_dags(page, target.url)
+            if not dags:
+                raise ScreenshotError(f"Airflow at {target.url} has no {DAG_PREFIX}* DAGs. {NOT_RUNNING}")
+            if args.dag not in dags:
+                raise ScreenshotError(f"DAG {args.dag} not found; the mirror DAGs are: {', '.join(dags)}")
+            wait_for_runs(page, target.url, dags, args.runs, args.wait)
+            return [
+                shoot_dag_list(page, target.url, dags, args.out),
+                shoot_dag_grid(page, target.url, args.dag, args.out),
+                shoot_trigger_form(page, target.url, args.dag, args.out),
+            ]
+        except PlaywrightError as exc:  # a page did not look as expected: keep what the browser saw
+            seen = Path(tempfile.gettempdir()) / "mirrorflow-screenshot-failed.png"
+            with suppress(PlaywrightError):
+                page.screenshot(path=seen)
+            lines = [ln.strip() for ln in str(exc).strip().splitlines()]
+            lines = [ln.replace(target.password, "[redacted]") if target.password else ln for ln in lines]
+            what = "; ".join([*lines[:1], *[ln.lstrip("- ") for ln in lines if ln.startswith("- waiting for")][:1]])
+            raise ScreenshotError(f"{what or type(exc).__name__} (page {page.url}; it showed: {seen})") from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        target = resolve_target(args)
+        check_healthy(target.url)
+        print(f"taking screenshots of {target.url} as '{target.user}' (login: {args.login})...", flush=True)
+        t0 = time.monotonic()
+        paths = take_screenshots(target, args)
+    except ScreenshotError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    for path in paths:
+        shown = path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path
+        print(f"  wrote {shown} ({path.stat().st_size // 1024} KiB)")
+    print(f"done in {time.monotonic() - t0:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
