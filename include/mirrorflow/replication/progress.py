@@ -57,7 +57,7 @@ def progress_location(source_alias: str, topic: str, partition: int, num_partiti
     return key, java_partition(key, num_partitions)
 
 
-def _read_partitions(
+def read_partitions(
     consumer_config: dict[str, Any], topic: str, partitions: Iterable[int], timeout: float
 ) -> Iterable[tuple[bytes | None, bytes | None]]:
     """Every (key, value) of the given partitions, from the beginning to the last stable offset."""
@@ -119,7 +119,7 @@ def read_progress(
             partitions = list(meta.partitions) if meta is not None and meta.partitions else []
         finally:
             probe.close()
-    for key, value in _read_partitions(consumer_config, topic, partitions, timeout):
+    for key, value in read_partitions(consumer_config, topic, partitions, timeout):
         decoded = decode_source_offset_key(key) if key else None
         if decoded is None or decoded[0] != source_alias:
             continue

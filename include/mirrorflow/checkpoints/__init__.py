@@ -1,0 +1,1 @@
+"""Checkpoints: MM2-compatible offset translation from offset syncs to downstream consumer-group offsets."""

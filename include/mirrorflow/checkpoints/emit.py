@@ -1,0 +1,288 @@
+"""Checkpoints: translate the source's consumer-group offsets and write them in MM2's format and place.
+
+One run does what MM2's ``MirrorCheckpointTask`` does in one poll (mm2-behaviour 2.5), reading its
+state from the clusters so any process can run it:
+
+1. read the offset-syncs topic into an :class:`OffsetTranslator` (exact runs + MM2's store);
+2. read ``<source>.checkpoints.internal`` on the target: the last checkpoint per (group, partition),
+   so checkpoints stay monotonic across runs exactly as MM2 keeps them;
+3. list the source's groups passing the group filter, and their committed offsets on topics passing
+   the topic filter;
+4. translate each, rename the topic (``orders`` -> ``primary.orders``; ``backup.orders`` -> ``orders``
+   for a topic that came from the target), keep it if MM2 would (first checkpoint, upstream rewind, or
+   downstream moved forward) and write it to partition 0.
+
+The report says, per group and partition, whether the translation is exact, approximate (and how many
+records a failed-over consumer may re-read at most) or refused.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Iterable
+from concurrent.futures import Future
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, Producer
+from confluent_kafka.admin import AdminClient
+
+from .. import clients
+from ..config.model import FlowConfig
+from ..replication.progress import ensure_compacted_topic, read_partitions
+from ..wire import Checkpoint, OffsetSync, WireFormatError
+from .translate import OffsetTranslator, Translation
+
+log = logging.getLogger(__name__)
+
+#: confluent-kafka's "no committed offset" marker.
+_OFFSET_INVALID = -1001
+
+
+@dataclass
+class PartitionResult:
+    """One (group, source partition): what it committed, where it translates, and what was written."""
+
+    topic: str
+    partition: int
+    remote_topic: str
+    upstream: int
+    downstream: int | None
+    kind: str
+    rereads: int
+    reason: str
+    emitted: bool = False
+
+
+@dataclass
+class GroupResult:
+    group: str
+    partitions: list[PartitionResult] = field(default_factory=list)
+
+    def count(self, kind: str) -> int:
+        return sum(1 for p in self.partitions if p.kind == kind)
+
+    @property
+    def max_rereads(self) -> int:
+        """The largest number of records a consumer of this group may read twice after failing over."""
+        return max((p.rereads for p in self.partitions if p.kind == "approximate"), default=0)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "group": self.group,
+            "exact": self.count("exact"),
+            "approximate": self.count("approximate"),
+            "refused": self.count("refused") + self.count("unavailable"),
+            "max_rereads": self.max_rereads,
+            "emitted": sum(1 for p in self.partitions if p.emitted),
+        }
+
+
+@dataclass
+class CheckpointReport:
+    flow: str
+    started_at: str
+    seconds: float = 0.0
+    syncs_read: int = 0
+    groups: list[GroupResult] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def emitted(self) -> int:
+        return sum(g.summary()["emitted"] for g in self.groups)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "flow": self.flow,
+            "started_at": self.started_at,
+            "seconds": self.seconds,
+            "syncs_read": self.syncs_read,
+            "emitted": self.emitted,
+            "groups": [{**g.summary(), "partitions": [asdict(p) for p in g.partitions]} for g in self.groups],
+            "errors": self.errors,
+        }
+
+
+# ----------------------------------------------------------------------------------------------------
+# Reading what the clusters hold
+# ----------------------------------------------------------------------------------------------------
+
+
+def syncs_location(flow: FlowConfig) -> tuple[str, str]:
+    """(side, topic) of the flow's offset-syncs topic (``offset-syncs.topic.location``)."""
+    if flow.get("offset-syncs.topic.location") == "target":
+        return "target", flow.policy.offset_syncs_topic(flow.source)
+    return "source", flow.policy.offset_syncs_topic(flow.target)
+
+
+def _records(flow: FlowConfig, side: str, topic: str, timeout: float) -> Iterable[tuple[bytes | None, bytes | None]]:
+    config = clients.client_properties(flow, side, "consumer")  # type: ignore[arg-type]
+    return read_partitions(config, topic, [0], timeout)
+
+
+def read_translator(flow: FlowConfig, timeout: float = 60.0) -> OffsetTranslator:
+    """Every offset sync of the flow (partition 0 from the beginning), as a translator."""
+    side, topic = syncs_location(flow)
+    translator = OffsetTranslator()
+    syncs = []
+    for key, value in _records(flow, side, topic, timeout):
+        if key is None or value is None:
+            continue
+        try:
+            syncs.append(OffsetSync.decode(key, value))
+        except WireFormatError as exc:
+            log.warning("%s: skipping a record that is not an offset sync: %s", topic, exc)
+    return translator.add_all(syncs)
+
+
+def read_checkpoints(flow: FlowConfig, timeout: float = 60.0) -> dict[tuple[str, str, int], Checkpoint]:
+    """The last checkpoint per (group, remote topic, partition) in the target's checkpoints topic."""
+    topic = flow.policy.checkpoints_topic(flow.source)
+    latest: dict[tuple[str, str, int], Checkpoint] = {}
+    for key, value in _records(flow, "target", topic, timeout):
+        if key is None or value is None:
+            continue
+        try:
+            cp = Checkpoint.decode(key, value)
+        except WireFormatError as exc:
+            log.warning("%s: skipping a record that is not a checkpoint: %s", topic, exc)
+            continue
+        latest[(cp.group, cp.topic, cp.partition)] = cp
+    return latest
+
+
+def _wait_all(futures: dict[str, Future], timeout: float) -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    for name, future in futures.items():
+        try:
+            results[name] = future.result(timeout)
+        except KafkaException as exc:
+            results[name] = exc
+    return results
+
+
+def list_groups(admin: AdminClient, timeout: float) -> list[str]:
+    listing = admin.list_consumer_groups(request_timeout=timeout).result(timeout)
+    return sorted(g.group_id for g in listing.valid)
+
+
+def committed_offsets(
+    admin: AdminClient, groups: Iterable[str], timeout: float
+) -> dict[str, dict[tuple[str, int], tuple[int, str]]]:
+    """(offset, metadata) per (topic, partition) of each group; groups are asked concurrently (one call each)."""
+    futures: dict[str, Future] = {}
+    for group in groups:
+        futures.update(
+            admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=timeout)
+        )
+    result: dict[str, dict[tuple[str, int], tuple[int, str]]] = {}
+    for group, answer in _wait_all(futures, timeout).items():
+        if isinstance(answer, Exception):
+            log.warning("group %s: cannot list committed offsets: %s", group, answer)
+            continue
+        result[group] = {
+            (tp.topic, tp.partition): (tp.offset, tp.metadata or "")
+            for tp in answer.topic_partitions or []
+            if tp.error is None and tp.offset >= 0
+        }
+    return result
+
+
+def remote_topic(flow: FlowConfig, topic: str) -> str:
+    """MM2's renaming of a checkpointed topic (2.5): back to the original name for the target's own topics."""
+    if flow.policy.topic_source(topic) == flow.target:
+        return flow.policy.original_topic(topic)
+    return flow.policy.format_remote_topic(flow.source, topic)
+
+
+def should_emit(previous: Checkpoint | None, upstream: int, downstream: int) -> bool:
+    """MM2's monotonic filter: first checkpoint, an upstream rewind, or the downstream offset moved forward."""
+    return previous is None or upstream < previous.upstream_offset or downstream > previous.downstream_offset
+
+
+# ----------------------------------------------------------------------------------------------------
+# The run
+# ----------------------------------------------------------------------------------------------------
+
+
+def emit_checkpoints(
+    flow: FlowConfig, *, groups: str | None = None, timeout: float = 60.0, dry_run: bool = False
+) -> CheckpointReport:
+    """Translate the source groups' offsets and write the checkpoints that MM2 would write (see module doc)."""
+    started = time.monotonic()
+    report = CheckpointReport(flow.name, datetime.now(UTC).isoformat(timespec="seconds"))
+    only = re.compile(groups) if groups else None
+    source_admin = clients.admin(flow, "source")
+    target_admin = clients.admin(flow, "target")
+    checkpoints_topic = flow.policy.checkpoints_topic(flow.source)
+    if not dry_run:
+        ensure_compacted_topic(
+            target_admin, checkpoints_topic, 1, flow.get_int("checkpoints.topic.replication.factor"), timeout
+        )
+    translator = read_translator(flow, timeout)
+    report.syncs_read = translator.syncs_read
+    previous = read_checkpoints(flow, timeout)
+    names = [
+        g
+        for g in list_groups(source_admin, timeout)
+        if flow.group_filter.should_replicate_group(g) and (only is None or only.fullmatch(g))
+    ]
+    offsets = committed_offsets(source_admin, names, timeout)
+    out: list[Checkpoint] = []
+    for group in names:
+        mine = {tp: v for tp, v in offsets.get(group, {}).items() if flow.should_replicate_topic(tp[0])}
+        if not mine:
+            continue  # like MM2: only groups with offsets on replicated topics
+        result = GroupResult(group)
+        for (topic, partition), (upstream, metadata) in sorted(mine.items()):
+            t: Translation = translator.translate(topic, partition, upstream)
+            remote = remote_topic(flow, topic)
+            part = PartitionResult(topic, partition, remote, upstream, t.downstream, t.kind, t.rereads, t.reason)
+            if t.downstream is not None and should_emit(
+                previous.get((group, remote, partition)), upstream, t.downstream
+            ):
+                out.append(Checkpoint(group, remote, partition, upstream, t.downstream, metadata))
+                part.emitted = True
+            result.partitions.append(part)
+        report.groups.append(result)
+    if out and not dry_run:
+        _produce(flow, checkpoints_topic, out, timeout)
+    report.seconds = round(time.monotonic() - started, 3)
+    return report
+
+
+def _produce(flow: FlowConfig, topic: str, checkpoints: list[Checkpoint], timeout: float) -> None:
+    producer = Producer(clients.client_properties(flow, "target", "producer", **{"enable.idempotence": True}))
+    failures: list[str] = []
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is not None:
+            failures.append(str(err))
+
+    for cp in checkpoints:
+        producer.produce(topic, key=cp.key(), value=cp.value(), partition=0, on_delivery=on_delivery)
+        producer.poll(0)
+    remaining = producer.flush(timeout)
+    if remaining or failures:
+        raise RuntimeError(
+            f"{flow.name}: {len(failures) + remaining} of {len(checkpoints)} checkpoint(s) not written to {topic}: "
+            + "; ".join(failures[:3])
+        )
+
+
+__all__ = [
+    "CheckpointReport",
+    "GroupResult",
+    "PartitionResult",
+    "committed_offsets",
+    "emit_checkpoints",
+    "list_groups",
+    "read_checkpoints",
+    "read_translator",
+    "remote_topic",
+    "should_emit",
+    "syncs_location",
+]

@@ -1,0 +1,136 @@
+"""Group offset sync: commit the latest checkpoints into the target's consumer groups (KIP-545).
+
+With ``sync.group.offsets.enabled`` a consumer that fails over needs no tooling: its group already has
+offsets on the target. Rules, MM2's (mm2-behaviour 2.6) plus what MM2 only logs:
+
+* only groups that are empty or absent on the target are written; a group with members there is
+  **skipped and named** (MM2 sends the write anyway and logs the broker's refusal);
+* a target offset is **never moved backwards**: a partition is written only if the target has no
+  offset for it or a smaller one;
+* the offsets come from the checkpoints topic (state on the cluster), so this step can run anywhere,
+  after any checkpoint run.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections import defaultdict
+from concurrent.futures import Future
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+
+from .. import clients
+from ..config.model import FlowConfig
+from ..wire import Checkpoint
+from .emit import committed_offsets, read_checkpoints
+
+log = logging.getLogger(__name__)
+
+_IDLE = (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD)
+
+
+@dataclass
+class GroupSync:
+    group: str
+    state: str  # the group's state on the target before the write
+    written: dict[str, int] = field(default_factory=dict)  # "topic:partition" -> offset written
+    kept: dict[str, int] = field(default_factory=dict)  # target offsets already at or past the checkpoint
+    skipped: str | None = None  # why nothing was written (an active group)
+
+
+@dataclass
+class SyncReport:
+    flow: str
+    seconds: float = 0.0
+    groups: list[GroupSync] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def skipped_active(self) -> list[str]:
+        return [g.group for g in self.groups if g.skipped]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "flow": self.flow,
+            "seconds": self.seconds,
+            "written": sum(len(g.written) for g in self.groups),
+            "skipped_active": self.skipped_active,
+            "groups": [asdict(g) for g in self.groups],
+            "errors": self.errors,
+        }
+
+
+def _states(admin: Any, groups: list[str], timeout: float) -> dict[str, ConsumerGroupState]:
+    if not groups:
+        return {}
+    futures: dict[str, Future] = admin.describe_consumer_groups(groups, request_timeout=timeout)
+    states: dict[str, ConsumerGroupState] = {}
+    for group, future in futures.items():
+        try:
+            states[group] = future.result(timeout).state
+        except KafkaException as exc:
+            log.warning("group %s: cannot describe it on the target: %s", group, exc)
+            states[group] = ConsumerGroupState.UNKNOWN
+    return states
+
+
+def sync_group_offsets(flow: FlowConfig, *, groups: str | None = None, timeout: float = 60.0) -> SyncReport:
+    """Write the latest checkpoints to the target's idle groups; never backwards; active groups named."""
+    started = time.monotonic()
+    report = SyncReport(flow.name)
+    only = re.compile(groups) if groups else None
+    latest: dict[str, list[Checkpoint]] = defaultdict(list)
+    for (group, _topic, _partition), cp in read_checkpoints(flow, timeout).items():
+        if only is None or only.fullmatch(group):
+            latest[group].append(cp)
+    target_admin = clients.admin(flow, "target")
+    names = sorted(latest)
+    states = _states(target_admin, names, timeout)
+    current = committed_offsets(target_admin, [g for g in names if states.get(g) in _IDLE], timeout)
+    futures: dict[str, Future] = {}
+    for group in names:
+        state = states.get(group, ConsumerGroupState.UNKNOWN)
+        result = GroupSync(group, state.name)
+        report.groups.append(result)
+        if state not in _IDLE:
+            result.skipped = f"active on {flow.target} ({state.name}): its consumers own its offsets"
+            log.warning("group %s: %s; not written", group, result.skipped)
+            continue
+        have = current.get(group, {})
+        write = []
+        for cp in sorted(latest[group], key=lambda c: (c.topic, c.partition)):
+            name = f"{cp.topic}:{cp.partition}"
+            existing = have.get((cp.topic, cp.partition))
+            if existing is not None and existing[0] >= cp.downstream_offset:
+                result.kept[name] = existing[0]
+                continue
+            write.append(TopicPartition(cp.topic, cp.partition, cp.downstream_offset, metadata=cp.metadata))
+            result.written[name] = cp.downstream_offset
+        if write:
+            futures.update(
+                target_admin.alter_consumer_group_offsets(
+                    [ConsumerGroupTopicPartitions(group, write)], request_timeout=timeout
+                )
+            )
+    by_group = {g.group: g for g in report.groups}
+    for group, future in futures.items():
+        try:
+            answer = future.result(timeout)
+            failed = [f"{tp.topic}:{tp.partition}: {tp.error}" for tp in answer.topic_partitions or [] if tp.error]
+            if failed:
+                report.errors.append(f"group {group}: " + "; ".join(failed))
+        except KafkaException as exc:
+            # A consumer joined between describe and write: the broker refuses (UNKNOWN_MEMBER_ID etc.).
+            sync = by_group[group]
+            sync.written.clear()
+            sync.skipped = f"became active on {flow.target} during the sync: {exc.args[0]}"
+            log.warning("group %s: %s", group, sync.skipped)
+    report.seconds = round(time.monotonic() - started, 3)
+    return report
+
+
+__all__ = ["GroupSync", "SyncReport", "sync_group_offsets"]

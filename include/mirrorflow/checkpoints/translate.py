@@ -1,0 +1,162 @@
+"""Offset translation: exact wherever the copy was contiguous, MM2's rule elsewhere, and saying which.
+
+MM2 pins one record per offset sync and translates any other committed offset with the "+1 rule", so
+a failed-over consumer re-reads up to ``offset.lag.max`` records (more for old syncs). mirrorflow's
+syncs carry the copied run they end (see ``wire.CopiedRun``): every committed upstream offset inside
+a run, in the gap just before it, or right after its last record maps to one downstream offset with
+no re-read and no skip. Only where no run says anything (syncs written by MM2, runs expired from the
+bounded history, offsets the copy has not reached) does translation fall back to MM2's 64-slot store
+and rule, and then the result says how many records a consumer may re-read at most.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ..wire import OffsetSync
+from .syncstore import OffsetSyncStore
+
+Kind = Literal["exact", "approximate", "refused", "unavailable"]
+
+#: Copied runs kept per partition (newest win). 4096 runs of 12 bytes... about 200 KiB per partition at most.
+MAX_RUNS_PER_PARTITION = 4096
+
+
+@dataclass(frozen=True)
+class Translation:
+    """Where a consumer that committed ``upstream`` on the source resumes on the target."""
+
+    upstream: int
+    downstream: int | None  # None when refused or unavailable
+    kind: Kind
+    rereads: int = 0  # most records a consumer resuming at ``downstream`` may read a second time
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class _Run:
+    start_u: int
+    start_d: int
+    end_u: int
+    end_d: int
+    prev_u: int  # -1: unknown
+
+
+@dataclass
+class _PartitionRuns:
+    starts: list[int] = field(default_factory=list)  # sorted run starts (upstream)
+    runs: dict[int, _Run] = field(default_factory=dict)
+
+    def add(self, run: _Run) -> None:
+        known = self.runs.get(run.start_u)
+        if known is None:
+            bisect.insort(self.starts, run.start_u)
+        elif known.end_u > run.end_u and known.start_d == run.start_d:
+            return  # the run's start sync read after its end sync: keep the longer view
+        self.runs[run.start_u] = run
+        while len(self.starts) > MAX_RUNS_PER_PARTITION:
+            del self.runs[self.starts.pop(0)]
+
+    def clear(self) -> None:
+        self.starts.clear()
+        self.runs.clear()
+
+    def latest_end(self) -> int:
+        return max((r.end_u for r in self.runs.values()), default=-1)
+
+    def around(self, upstream: int) -> tuple[_Run | None, _Run | None]:
+        """The run starting at or before ``upstream`` (latest such), and the first run starting after it."""
+        i = bisect.bisect_right(self.starts, upstream)
+        before = self.runs[self.starts[i - 1]] if i > 0 else None
+        after = self.runs[self.starts[i]] if i < len(self.starts) else None
+        return before, after
+
+
+class OffsetTranslator:
+    """Offset syncs of one flow (read in topic order) turned into translations per source partition."""
+
+    def __init__(self, *, must_read_to_end: bool = True) -> None:
+        self.store = OffsetSyncStore(must_read_to_end=must_read_to_end)
+        self._runs: dict[tuple[str, int], _PartitionRuns] = {}
+        self.syncs_read = 0
+
+    def add(self, sync: OffsetSync) -> None:
+        """Feed one sync (MM2's or mirrorflow's), in the order of the offset-syncs topic."""
+        self.syncs_read += 1
+        self.store.add(sync.topic, sync.partition, sync.upstream_offset, sync.downstream_offset)
+        runs = self._runs.setdefault((sync.topic, sync.partition), _PartitionRuns())
+        if sync.upstream_offset < runs.latest_end() and sync.run is None:
+            runs.clear()  # an upstream rewind (topic recreated): older runs describe another log
+        if sync.run is None:
+            return
+        run = sync.run
+        if run.run_start_upstream <= runs.latest_end() and run.run_start_upstream not in runs.runs:
+            # A new run overlapping copied offsets: a rewind or a re-copy; older runs no longer hold.
+            runs.clear()
+        runs.add(
+            _Run(
+                run.run_start_upstream,
+                run.run_start_downstream,
+                sync.upstream_offset,
+                sync.downstream_offset,
+                run.previous_upstream,
+            )
+        )
+
+    def add_all(self, syncs: Iterable[OffsetSync]) -> OffsetTranslator:
+        for sync in syncs:
+            self.add(sync)
+        self.store.finish_initial_read()
+        return self
+
+    def partitions(self) -> list[tuple[str, int]]:
+        return sorted(set(self._runs) | set(self.store.partitions()))
+
+    def translate(self, topic: str, partition: int, upstream: int) -> Translation:
+        """Translate a committed offset (the next record the group would read) of a source partition."""
+        runs = self._runs.get((topic, partition))
+        if runs is not None and runs.runs:
+            exact = _exact(runs, upstream)
+            if exact is not None:
+                return exact
+        return self._mm2(topic, partition, upstream)
+
+    def _mm2(self, topic: str, partition: int, upstream: int) -> Translation:
+        downstream = self.store.translate_mm2(topic, partition, upstream)
+        if downstream is None:
+            return Translation(upstream, None, "unavailable", reason="no offset sync for this partition")
+        if downstream < 0:
+            return Translation(upstream, None, "refused", reason="older than every offset sync kept")
+        sync = self.store.lookup(topic, partition, upstream)
+        assert sync is not None
+        if sync.upstream == upstream:
+            return Translation(upstream, downstream, "exact", reason="an offset sync pins this record")
+        return Translation(
+            upstream,
+            downstream,
+            "approximate",
+            rereads=upstream - sync.upstream - 1,
+            reason=f"MM2 rule: one past the sync at upstream {sync.upstream}",
+        )
+
+
+def _exact(runs: _PartitionRuns, upstream: int) -> Translation | None:
+    """The exact translation the copied runs allow, if any."""
+    before, after = runs.around(upstream)
+    if before is not None and upstream <= before.end_u:
+        return Translation(
+            upstream, before.start_d + (upstream - before.start_u), "exact", reason="inside a contiguous copied run"
+        )
+    if after is not None and after.prev_u >= 0 and after.prev_u < upstream:
+        # No committed record lies between the previous copied record and the next run's start.
+        return Translation(upstream, after.start_d, "exact", reason="in the gap before a copied run")
+    if before is not None and upstream == before.end_u + 1:
+        # The group consumed exactly up to the last copied record: everything after it downstream is new.
+        return Translation(upstream, before.end_d + 1, "exact", reason="right after the last copied record")
+    return None
+
+
+__all__ = ["MAX_RUNS_PER_PARTITION", "OffsetTranslator", "Translation"]
