@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .config import ConfigError, load_config
+from .config import ConfigError, FlowConfig, load_config
 from .config.describe import describe_config, render_text
 
 
@@ -105,6 +105,64 @@ def _demo_traffic(args: argparse.Namespace) -> int:
     return 0
 
 
+def _flow_of(args: argparse.Namespace) -> FlowConfig | None:
+    """The enabled flow named by ``--flow`` (settings from Airflow connections applied), or None after an error."""
+    from .config import overrides
+
+    source, arrow, target = args.flow.partition("->")
+    if not arrow:
+        print(f"--flow must look like SOURCE->TARGET, not '{args.flow}'", file=sys.stderr)
+        return None
+    try:
+        return load_config(args.config, overrides=overrides.from_environment()).flow(source, target)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+    except KeyError as exc:
+        print(exc.args[0], file=sys.stderr)
+    return None
+
+
+def _checkpoints(args: argparse.Namespace) -> int:
+    from .checkpoints.emit import emit_checkpoints, render_report
+    from .checkpoints.groupsync import sync_group_offsets
+
+    flow = _flow_of(args)
+    if flow is None:
+        return 1
+    report = emit_checkpoints(flow, groups=args.groups, dry_run=args.dry_run)
+    output: dict[str, object] = {"checkpoints": report.to_dict()}
+    text = [render_report(report)]
+    if args.dry_run:
+        text.append("dry run: nothing written")
+    elif flow.get_bool("sync.group.offsets.enabled"):
+        synced = sync_group_offsets(flow, groups=args.groups)
+        output["group_offsets"] = synced.to_dict()
+        text.append(
+            f"group offsets on {flow.target}: {synced.to_dict()['written']} partition offset(s) written"
+            + "".join(f"\n  skipped {g.group}: {g.skipped}" for g in synced.groups if g.skipped)
+        )
+        report.errors += synced.errors
+    else:
+        text.append("group offsets not synced (sync.group.offsets.enabled=false, MM2's default)")
+    print(json.dumps(output, indent=2) if args.json else "\n".join(text))
+    return 1 if report.errors else 0
+
+
+def _translate(args: argparse.Namespace) -> int:
+    from .checkpoints.failover_offsets import render_resume_points, translate_group
+
+    flow = _flow_of(args)
+    if flow is None:
+        return 1
+    source, points = translate_group(flow, args.group)
+    if args.json:
+        print(json.dumps({"group": args.group, "source": source, "offsets": [p.__dict__ for p in points]}, indent=2))
+    else:
+        print(render_resume_points(flow, args.group, source, points))
+    return 0 if points else 1
+
+
 def spark_submit_command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
     """The spark-submit call (and environment) that runs the mirror Spark app, as Airflow does."""
     repo = Path(__file__).resolve().parents[2]
@@ -178,6 +236,21 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument("action", choices=["up", "down", "status"])
     dev.add_argument("--clusters", help="alias:port list (default primary:19092,backup:29092)")
     dev.set_defaults(func=_dev)
+
+    checkpoints = sub.add_parser("checkpoints", help="emit checkpoints and sync group offsets once (the DAG's work)")
+    checkpoints.add_argument("--config", required=True, help="mm2.properties file")
+    checkpoints.add_argument("--flow", required=True, help="SOURCE->TARGET")
+    checkpoints.add_argument("--groups", help="only groups fully matching this regex (after the group filter)")
+    checkpoints.add_argument("--dry-run", action="store_true", help="translate and report; write nothing")
+    checkpoints.add_argument("--json", action="store_true", help="machine-readable output")
+    checkpoints.set_defaults(func=_checkpoints)
+
+    translate = sub.add_parser("translate", help="the target offsets a failed-over consumer group would use")
+    translate.add_argument("--config", required=True, help="mm2.properties file")
+    translate.add_argument("--flow", required=True, help="SOURCE->TARGET")
+    translate.add_argument("--group", required=True, help="consumer group id")
+    translate.add_argument("--json", action="store_true", help="machine-readable output")
+    translate.set_defaults(func=_translate)
 
     _add_demo_parser(sub)
     return parser

@@ -26,6 +26,7 @@ def test_example_configuration_parses_without_import_errors(monkeypatch: pytest.
         "mirror__primary__backup__orders",
         "mirror__primary__backup__payments",
         "mirror__primary__backup__default",
+        "checkpoints__primary__backup",
     }
 
 
@@ -101,3 +102,16 @@ def test_a_file_level_error_loads_no_mirror_dag_and_says_why(monkeypatch: pytest
     assert bag.dag_ids == []
     [error] = bag.import_errors.values()
     assert "clusters" in error and str(config) in error
+
+
+def test_checkpoints_run_on_a_clock_and_after_every_mirror_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    dag = dagbag(monkeypatch).dags["checkpoints__primary__backup"]
+    assert [t.task_id for t in dag.topological_sort()] == ["check_clusters", "emit_checkpoints", "sync_group_offsets"]
+    assert dag.timetable.timetable.delta == timedelta(seconds=60)  # emit.checkpoints.interval.seconds
+    mirror_assets = {
+        o.uri
+        for d in dagbag(monkeypatch).dags.values()
+        if d.dag_id.startswith("mirror__")
+        for o in d.get_task("publish_report").outlets
+    }
+    assert {a.uri for a in dag.timetable.asset_condition.objects} == mirror_assets

@@ -283,6 +283,30 @@ __all__ = [
     "read_checkpoints",
     "read_translator",
     "remote_topic",
+    "render_report",
     "should_emit",
     "syncs_location",
 ]
+
+
+def render_report(report: CheckpointReport) -> str:
+    """The checkpoint report for people: one line per group, the partitions that are not exact below it."""
+    lines = [
+        (
+            f"{report.flow}: {len(report.groups)} group(s), {report.emitted} checkpoint(s) written, "
+            f"{report.syncs_read} offset sync(s) read, {report.seconds:.1f} s"
+        )
+    ]
+    for group in report.groups:
+        s = group.summary()
+        lines.append(
+            f"  {group.group}: {s['exact']} exact, {s['approximate']} approximate, {s['refused']} refused; "
+            f"largest possible re-read {s['max_rereads']} record(s)"
+        )
+        lines += [
+            f"    {p.topic}[{p.partition}] committed {p.upstream}: {p.kind} -> {p.downstream} ({p.reason})"
+            for p in group.partitions
+            if p.kind != "exact"
+        ]
+    lines += [f"  ERROR {e}" for e in report.errors]
+    return "\n".join(lines)

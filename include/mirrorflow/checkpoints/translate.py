@@ -78,7 +78,9 @@ class _PartitionRuns:
 class OffsetTranslator:
     """Offset syncs of one flow (read in topic order) turned into translations per source partition."""
 
-    def __init__(self, *, must_read_to_end: bool = True) -> None:
+    def __init__(self, *, must_read_to_end: bool = False) -> None:
+        # MM2 keeps the whole startup history only when its checkpoints loaded (``!checkpointsLoadedOk``):
+        # every checkpoint run here reads the checkpoints topic first, so the full history is kept.
         self.store = OffsetSyncStore(must_read_to_end=must_read_to_end)
         self._runs: dict[tuple[str, int], _PartitionRuns] = {}
         self.syncs_read = 0
@@ -118,11 +120,24 @@ class OffsetTranslator:
     def translate(self, topic: str, partition: int, upstream: int) -> Translation:
         """Translate a committed offset (the next record the group would read) of a source partition."""
         runs = self._runs.get((topic, partition))
-        if runs is not None and runs.runs:
-            exact = _exact(runs, upstream)
-            if exact is not None:
-                return exact
-        return self._mm2(topic, partition, upstream)
+        fallback = self._mm2(topic, partition, upstream)
+        if runs is None or not runs.runs:
+            return fallback
+        exact = _exact(runs, upstream)
+        if exact is not None:
+            return exact
+        before, _ = runs.around(upstream)
+        if before is not None and (fallback.downstream is None or before.end_u - upstream > -fallback.rereads - 1):
+            # The run history keeps every recent run end, MM2's store only about one per power of two back:
+            # the closest copied record before U gives the smallest re-read under the same +1 rule.
+            return Translation(
+                upstream,
+                before.end_d + 1,
+                "approximate",
+                rereads=upstream - before.end_u - 1,
+                reason=f"one past the last copied record before it (upstream {before.end_u})",
+            )
+        return fallback
 
     def _mm2(self, topic: str, partition: int, upstream: int) -> Translation:
         downstream = self.store.translate_mm2(topic, partition, upstream)

@@ -13,10 +13,13 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from ..wire import decode_source_offset_key, decode_source_offset_value, java_partition, source_offset_key
+
+
+_ABSENT = (KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC, KafkaError.UNKNOWN_TOPIC_OR_PART)
 
 
 def progress_topic(source_alias: str) -> str:
@@ -73,7 +76,12 @@ def read_partitions(
         ends: dict[int, int] = {}
         assignment = []
         for p in partitions:
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)
+            try:
+                low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)
+            except KafkaException as exc:
+                if exc.args[0].code() in _ABSENT:
+                    continue  # a topic not created yet (no run wrote it) holds nothing
+                raise
             if high > low:
                 ends[p] = high
                 assignment.append(TopicPartition(topic, p, low))

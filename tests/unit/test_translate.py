@@ -1,0 +1,71 @@
+"""Offset translation: exact inside, before and right after copied runs; MM2's rule (and why) elsewhere."""
+
+from __future__ import annotations
+
+from include.mirrorflow.checkpoints.translate import OffsetTranslator
+from include.mirrorflow.wire import CopiedRun, OffsetSync
+
+
+def run_syncs(topic: str, start_u: int, start_d: int, end_u: int, prev_u: int = -1) -> list[OffsetSync]:
+    """The two syncs the copier writes for a run (first and last record), as they come off the wire."""
+    end_d = start_d + (end_u - start_u)
+    run = CopiedRun(start_u, start_d, prev_u, -1)
+    return [
+        OffsetSync.decode(s.key(), s.value())
+        for s in (OffsetSync(topic, 0, start_u, start_d, run), OffsetSync(topic, 0, end_u, end_d, run))
+    ]
+
+
+def translator(*syncs: list[OffsetSync]) -> OffsetTranslator:
+    return OffsetTranslator().add_all([s for group in syncs for s in group])
+
+
+def test_offsets_inside_a_run_translate_exactly() -> None:
+    t = translator(run_syncs("t", 0, 0, 99))
+    for upstream in (0, 1, 50, 99):
+        result = t.translate("t", 0, upstream)
+        assert (result.downstream, result.kind, result.rereads) == (upstream, "exact", 0)
+
+
+def test_a_gap_before_a_run_and_the_end_of_a_run_are_exact() -> None:
+    # unit 1 copied upstream 0..9 to 0..9 (then a commit marker at 10); upstream 10..12 were markers/aborted,
+    # unit 2 copied 13..20 to 11..18 and says its previous copied record was upstream 9
+    t = translator(run_syncs("t", 0, 0, 9), run_syncs("t", 13, 11, 20, prev_u=9))
+    assert [(u, t.translate("t", 0, u).downstream) for u in (10, 11, 12, 13)] == [
+        (10, 11),
+        (11, 11),
+        (12, 11),
+        (13, 11),
+    ]
+    assert {t.translate("t", 0, u).kind for u in (10, 11, 12, 13)} == {"exact"}
+    end = t.translate("t", 0, 21)  # consumed everything copied: resume right after the last copy
+    assert (end.downstream, end.kind) == (19, "exact")
+
+
+def test_beyond_what_was_copied_falls_back_to_mm2s_rule_and_counts_rereads() -> None:
+    t = translator(run_syncs("t", 0, 0, 9))
+    ahead = t.translate("t", 0, 15)  # the group read records 10..14 that are not copied yet
+    assert (ahead.downstream, ahead.kind, ahead.rereads) == (10, "approximate", 5)
+
+
+def test_syncs_written_by_mm2_translate_as_mm2_does() -> None:
+    mm2 = translator([OffsetSync("t", 0, 100, 40), OffsetSync("t", 0, 201, 140)])
+    assert (mm2.translate("t", 0, 100).downstream, mm2.translate("t", 0, 100).kind) == (40, "exact")
+    approx = mm2.translate("t", 0, 150)
+    assert (approx.downstream, approx.kind, approx.rereads) == (41, "approximate", 49)
+    refused = mm2.translate("t", 0, 99)
+    assert (refused.downstream, refused.kind) == (None, "refused")
+    assert mm2.translate("other", 0, 5).kind == "unavailable"
+
+
+def test_an_unknown_previous_record_does_not_claim_the_gap() -> None:
+    # the first run after a loss event claims no predecessor: offsets before it are not exact
+    t = translator(run_syncs("t", 0, 0, 9), run_syncs("t", 50, 10, 60))
+    gap = t.translate("t", 0, 30)
+    assert gap.kind == "approximate" and gap.downstream == 10 and gap.rereads == 20
+
+
+def test_a_recreated_topic_forgets_the_old_runs() -> None:
+    t = translator(run_syncs("t", 0, 0, 99), run_syncs("t", 0, 500, 9))
+    assert t.translate("t", 0, 5).downstream == 505
+    assert t.translate("t", 0, 50).kind == "approximate"  # upstream 50 of the new log is not copied yet
