@@ -18,7 +18,6 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from ..wire import decode_source_offset_key, decode_source_offset_value, java_partition, source_offset_key
 
-
 _ABSENT = (KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC, KafkaError.UNKNOWN_TOPIC_OR_PART)
 
 
