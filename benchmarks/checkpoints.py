@@ -13,7 +13,7 @@ state dir, free ports) and always stops them, also on Ctrl-C, SIGTERM or an exce
 
     .venv/bin/python benchmarks/checkpoints.py                  # 1,000 groups x 20 partitions
     .venv/bin/python benchmarks/checkpoints.py --quick          # smoke run: 20 groups x 4 partitions
-    .venv/bin/python benchmarks/checkpoints.py --profile        # + cProfile of the timed runs at scale
+    .venv/bin/python benchmarks/checkpoints.py --profile        # + cProfile: where the time of each run goes
 """
 
 from __future__ import annotations
@@ -69,6 +69,8 @@ def say(message: str) -> None:
 
 
 _T0 = time.monotonic()
+#: Signals received (SIGINT/SIGTERM), so an interrupt that librdkafka turned into a SystemError is known.
+INTERRUPTED: list[int] = []
 
 
 def peak_rss_mib() -> float:
@@ -112,7 +114,8 @@ def timed(fn: Callable[[], T], profile: bool = False, label: str = "") -> tuple[
 def embedded_clusters() -> Iterator[tuple[str, str]]:
     """Two fresh noida-db clusters on free ports; stopped and wiped however the block ends.
 
-    SIGTERM becomes KeyboardInterrupt so that ``finally`` runs; atexit is a last safety net. Only the
+    SIGINT and SIGTERM become KeyboardInterrupt so that ``finally`` runs (and are remembered: one that
+    lands inside a librdkafka call surfaces as a SystemError instead); atexit is a last safety net. Only the
     process groups recorded in this run's own state dir are ever signalled.
     """
     state_dir = Path(tempfile.mkdtemp(prefix="mirrorflow-bench-"))
@@ -128,11 +131,12 @@ def embedded_clusters() -> Iterator[tuple[str, str]]:
         with contextlib.suppress(Exception):
             manager.down(timeout=10)
 
-    def on_sigterm(signum: int, _frame: object) -> None:
+    def on_signal(signum: int, _frame: object) -> None:
+        INTERRUPTED.append(signum)
         raise KeyboardInterrupt(f"received signal {signum}")
 
     atexit.register(stop_quietly)
-    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         say(f"starting two embedded clusters (noida-db) on ports {ports[0]} and {ports[1]} in {state_dir}")
         manager.up(timeout=60)
@@ -143,7 +147,8 @@ def embedded_clusters() -> Iterator[tuple[str, str]]:
             for status in manager.down(timeout=30):
                 say(f"  {status.alias}: {status.detail}")
         finally:
-            signal.signal(signal.SIGTERM, previous)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
             atexit.unregister(stop_quietly)
             shutil.rmtree(state_dir, ignore_errors=True)
 
@@ -367,6 +372,7 @@ def measure_scale(
 
     say(f"committing {groups} groups x {partitions} partitions on the source (AdminClient, one request per group)")
     _, result.commit_seconds = timed(lambda: commit_many(primary, topic, names, offset_of, partitions))
+    say(f"  setup (topic, records, replication) {result.setup_seconds:.2f} s, commits {result.commit_seconds:.2f} s")
     result.rss_before = rss_mib()
     result.peak_after_setup = peak_rss_mib()
 
@@ -434,9 +440,17 @@ def latency_rows(lat: LatencyResult) -> list[tuple[str, str, str]]:
     mm2_min = MM2_EMIT_INTERVAL_S + MM2_SYNC_INTERVAL_S
     mm2_max = mm2_min + MM2_OFFSET_FLUSH_S
     return [
-        ("commit -> checkpoint on target (one emit run)", spread(lat.to_checkpoint), "-"),
-        ("commit -> target group offset (emit + sync run)", spread(lat.to_group), "-"),
-        ("mirror run of the new records (replicate)", spread(lat.mirror_run), "- (continuous)"),
+        (
+            "commit -> checkpoint on target (one emit run)",
+            spread(lat.to_checkpoint),
+            f"next checkpoint poll: <= {MM2_EMIT_INTERVAL_S} s",
+        ),
+        (
+            "commit -> target group offset (emit + sync run)",
+            spread(lat.to_group),
+            f"next group sync: <= {mm2_min} s; off by default",
+        ),
+        ("mirror run of the new records (replicate)", spread(lat.mirror_run), "n/a (continuous task)"),
         ("failover read of the checkpoint (read_checkpoints)", spread(lat.read_checkpoint), "-"),
         ("failover read of the target group offset", spread(lat.read_group), "-"),
         (
@@ -522,7 +536,9 @@ def main(argv: list[str] | None = None) -> int:
             lat = measure_latency(primary, backup, args.repeats, args.profile)
             say(f"2. one checkpoint run for {args.groups} groups x {args.partitions} partitions")
             scale = measure_scale(primary, backup, args.groups, args.partitions, args.records, args.profile)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, SystemError):
+        if not INTERRUPTED:
+            raise
         print("\ninterrupted: the clusters were stopped", file=sys.stderr)
         return 130
     command = " ".join([Path(sys.executable).name, *sys.argv]) if argv is None else " ".join(argv)

@@ -153,6 +153,22 @@ def test_resume_copies_only_new_records_and_progress_is_mm2s(kafka_clusters: Any
     assert latest == {0: 12, 1: 12}
 
 
+def test_a_run_that_starts_where_an_aborted_transaction_ended_copies_the_next_one(kafka_clusters: Any) -> None:
+    """The first run stops after an aborted transaction; the next one starts at a committed transaction."""
+    p = prefix()
+    topic = create_topic(kafka_clusters.primary, f"{p}-t", partitions=1)
+    config = make_config(kafka_clusters, p)
+    transactional_writes(
+        kafka_clusters.primary, topic, [([{"value": b"ok-%d" % i} for i in range(4)], True), ([{"value": b"x"}], False)]
+    )
+    assert replicate(config, "primary->backup", None, LocalExecutor()).records == 4
+    transactional_writes(kafka_clusters.primary, topic, [([{"value": b"later-%d" % i} for i in range(3)], True)])
+    second = replicate(config, "primary->backup", None, LocalExecutor())
+    assert second.records == 3 and second.lag == 0
+    copied = [r.value for r in read_all(kafka_clusters.backup, f"primary.{topic}")]
+    assert copied == [b"ok-0", b"ok-1", b"ok-2", b"ok-3", b"later-0", b"later-1", b"later-2"]
+
+
 def test_offset_syncs_cover_run_starts_ends_and_gaps(kafka_clusters: Any) -> None:
     p = prefix()
     topic = create_topic(kafka_clusters.primary, f"{p}-syncs", partitions=1)

@@ -120,12 +120,12 @@ class OffsetTranslator:
     def translate(self, topic: str, partition: int, upstream: int) -> Translation:
         """Translate a committed offset (the next record the group would read) of a source partition."""
         runs = self._runs.get((topic, partition))
-        fallback = self._mm2(topic, partition, upstream)
         if runs is None or not runs.runs:
-            return fallback
+            return self._mm2(topic, partition, upstream)
         exact = _exact(runs, upstream)
         if exact is not None:
             return exact
+        fallback = self._mm2(topic, partition, upstream)
         before, _ = runs.around(upstream)
         if before is not None and (fallback.downstream is None or before.end_u - upstream > -fallback.rereads - 1):
             # The run history keeps every recent run end, MM2's store only about one per power of two back:
