@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 test: install
-	$(BIN)/ruff check include tests spark_apps plugins dags docs
+	$(BIN)/ruff check include tests spark_apps plugins dags docs benchmarks
 	$(BIN)/python -m pytest
 
 unit: install
@@ -32,7 +32,7 @@ integration: install
 	$(BIN)/python -m pytest tests/integration
 
 lint: install
-	$(BIN)/ruff check include tests spark_apps plugins dags docs
+	$(BIN)/ruff check include tests spark_apps plugins dags docs benchmarks
 
 dev-up dev-down dev-status: install
 	$(BIN)/mirrorflow dev $(subst dev-,,$@)
