@@ -27,6 +27,7 @@ def test_example_configuration_parses_without_import_errors(monkeypatch: pytest.
         "mirror__primary__backup__payments",
         "mirror__primary__backup__default",
         "checkpoints__primary__backup",
+        "heartbeats__primary__backup",
     }
 
 

@@ -142,6 +142,14 @@ _SPECS = [
     ),
     _k("mirrorflow.unit.max.bytes", "int", "67108864", "bytes per work unit", minimum=1024),
     _k("mirrorflow.poll.interval", "duration", "5s", "pause between micro-batches in continuous mode"),
+    _k("mirrorflow.heartbeats.schedule", "schedule", "1m", "schedule of the flow's heartbeats DAG"),
+    _k(
+        "mirrorflow.heartbeats.max.age",
+        "duration",
+        "10m",
+        "a replicated heartbeat older than this means replication from the source stopped; keep it above the "
+        "schedule of the family that carries 'heartbeats' plus the heartbeats schedule",
+    ),
     _k(
         "mirrorflow.progress.partitions",
         "int",

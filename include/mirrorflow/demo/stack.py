@@ -270,16 +270,18 @@ def _dags_up(server: AirflowServer, dags: list[MirrorDag], out: Out) -> dict[str
     return result
 
 
-def _checkpoint_dags_up(server: AirflowServer, config: MirrorConfig, out: Out) -> None:
-    """Unpause each flow's checkpoints DAG: the demo's consumer groups then show up translated on the target."""
+def _companion_dags_up(server: AirflowServer, config: MirrorConfig, out: Out) -> None:
+    """Unpause each flow's checkpoints and heartbeats DAGs: the demo's groups then show up on the target."""
     for flow in config.enabled_flows():
-        dag_id = flow.dag_id("checkpoints")
-        if server.dag_exists(dag_id):
-            server.unpause(dag_id)
-            out(
-                f"  {dag_id}: unpaused (after every mirror run); try: .venv/bin/mirrorflow translate "
-                f"--config {_show(config_path())} --flow '{flow.name}' --group order-service"
-            )
+        for kind, what in (("checkpoints", "after every mirror run"), ("heartbeats", "every minute")):
+            dag_id = flow.dag_id(kind)
+            if server.dag_exists(dag_id):
+                server.unpause(dag_id)
+                out(f"  {dag_id}: unpaused ({what})")
+        out(
+            f"  try: .venv/bin/mirrorflow translate --config {_show(config_path())} --flow '{flow.name}' "
+            "--group order-service"
+        )
 
 
 def demo_up(out: Out = _print) -> int:
@@ -300,7 +302,7 @@ def demo_up(out: Out = _print) -> int:
             server = _airflow_up(paths, config_file, out)
             try:
                 result = _dags_up(server, dags, out)
-                _checkpoint_dags_up(server, config, out)
+                _companion_dags_up(server, config, out)
             except AirflowServerError as exc:  # Airflow runs: still show where to look at the import errors
                 out(f"error: {exc}")
                 result = {d.dag_id: "NOT FOUND in Airflow (see above)" for d in dags}

@@ -1,0 +1,105 @@
+"""Heartbeats in MM2's format and place, carried by a mirror run, and their freshness on the target.
+
+Runs on its own pair of clusters: a ``heartbeats`` topic on the session's primary would be replicated by
+every other test's runs (MM2 replicates heartbeats whatever the topic filter says).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from include.mirrorflow.config import MirrorConfig, parse_config
+from include.mirrorflow.devcluster import ClusterSpec, DevClusters
+from include.mirrorflow.heartbeats import check_freshness, emit_heartbeat, heartbeat_flows
+from include.mirrorflow.replication.executor import LocalExecutor
+from include.mirrorflow.replication.run import replicate
+from include.mirrorflow.wire import Heartbeat
+from tests.conftest import distinct_free_ports
+from tests.kafka_helpers import read_all
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> Iterator[tuple[DevClusters, MirrorConfig]]:
+    ports = distinct_free_ports(2)
+    manager = DevClusters(tmp_path / "clusters", (ClusterSpec("primary", ports[0]), ClusterSpec("backup", ports[1])))
+    manager.up(timeout=60)
+    primary, backup = (s.bootstrap for s in manager.specs)
+    config = parse_config(
+        f"clusters = primary, backup\nprimary.bootstrap.servers = {primary}\nbackup.bootstrap.servers = {backup}\n"
+        "primary->backup.enabled = true\nprimary->backup.topics = none-such\nreplication.factor = 1\n"
+        "offset-syncs.topic.replication.factor = 1\nheartbeats.topic.replication.factor = 1\n"
+        "sync.topic.acls.enabled = false\n"
+    )
+    try:
+        yield manager, config
+    finally:
+        manager.down(timeout=30)
+
+
+def test_heartbeats_are_mm2s_and_their_freshness_measures_the_whole_path(pair: Any) -> None:
+    manager, config = pair
+    primary, backup = (s.bootstrap for s in manager.specs)
+    flows = heartbeat_flows(config)
+    assert [f.name for f in flows] == ["backup->primary", "primary->backup"]  # the reverse pair too, as MM2
+    forward = config.flow("primary", "backup")
+    assert check_freshness(forward).age_s is None  # nothing crossed yet
+
+    before = int(time.time() * 1000)
+    for flow in flows:
+        emit_heartbeat(flow)
+    [on_backup] = read_all(backup, "heartbeats")
+    assert Heartbeat.decode(on_backup.key, on_backup.value).source_alias == "primary"
+    assert on_backup.key == b"\x00\x07primary\x00\x06backup" and on_backup.value[:2] == b"\x00\x00"
+    [on_primary] = read_all(primary, "heartbeats")
+    assert (Heartbeat.decode(on_primary.key, on_primary.value).source_alias, on_primary.partition) == ("backup", 0)
+
+    report = replicate(config, "primary->backup", None, LocalExecutor())  # the topic filter matches nothing...
+    assert [p.topic for p in report.partitions] == ["heartbeats"]  # ...but heartbeats cross anyway (MM2)
+    fresh = check_freshness(forward)
+    assert fresh.fresh and fresh.topic == "primary.heartbeats" and fresh.newest_ms >= before
+    assert fresh.age_s is not None and fresh.age_s < 30
+    time.sleep(0.05)
+    stale = check_freshness(forward, threshold_s=0.001)
+    assert not stale.fresh and "STALE" in stale.describe()
+
+
+def test_the_heartbeats_dag_emits_and_reports_freshness(
+    pair: Any, airflow_db: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mirrorflow_airflow.heartbeats_dag import heartbeats_dags
+
+    manager, config = pair
+    primary, backup = (s.bootstrap for s in manager.specs)
+    config_file = tmp_path / "mm2.properties"
+    config_file.write_text(
+        f"clusters = primary, backup\nprimary.bootstrap.servers = {primary}\nbackup.bootstrap.servers = {backup}\n"
+        "primary->backup.enabled = true\nprimary->backup.topics = none-such\nreplication.factor = 1\n"
+        "offset-syncs.topic.replication.factor = 1\nheartbeats.topic.replication.factor = 1\n"
+        "sync.topic.acls.enabled = false\nmirrorflow.heartbeats.max.age = 2m\n"
+    )
+    monkeypatch.setenv("MIRRORFLOW_CONFIG", str(config_file))
+    dag = heartbeats_dags()["heartbeats__primary__backup"]
+
+    first = dag.test()
+    assert {ti.task_id: ti.state for ti in first.get_task_instances()} == {
+        "emit_heartbeats": "success",
+        "check_freshness": "success",
+    }
+    emitted = first.get_task_instance("emit_heartbeats").xcom_pull(task_ids="emit_heartbeats")
+    assert [(e["cluster"], e["heartbeat"]["source_alias"]) for e in emitted] == [
+        ("backup", "primary"),
+        ("primary", "backup"),
+    ]
+    before = first.get_task_instance("check_freshness").xcom_pull(task_ids="check_freshness")
+    assert (before["fresh"], before["age_s"], before["threshold_s"]) == (False, None, 120.0)  # not replicated yet
+
+    assert replicate(config, "primary->backup", None, LocalExecutor()).ok
+    after = dag.test().get_task_instance("check_freshness").xcom_pull(task_ids="check_freshness")
+    assert after["fresh"] is True and after["age_s"] < 60
