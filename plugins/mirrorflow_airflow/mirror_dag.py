@@ -19,11 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from airflow.sdk import DAG, Asset, Param, get_current_context, task
+from airflow.sdk.exceptions import AirflowSkipException
 
 from include.mirrorflow import clients, preflight, topics
 from include.mirrorflow.config import ConfigError, FlowConfig, Schedule, load_config
 from include.mirrorflow.config.describe import render_family_markdown
 from include.mirrorflow.config.location import config_path
+from include.mirrorflow.failover.report import failover_state
 
 from .hooks import MirrorflowHook
 from .operators import MirrorFamilyOperator
@@ -89,6 +91,17 @@ def _only_topics(params: dict[str, Any]) -> set[str] | None:
     return names or None
 
 
+def failed_over_since(flow: FlowConfig) -> str | None:
+    """When the flow was failed over (its last failover record), or None; an unreadable target counts as no."""
+    try:
+        state = failover_state(flow, timeout=10)
+    except Exception:  # noqa: BLE001 - check_clusters then names the unreachable cluster
+        return None
+    if state and state["state"] == "failed-over":
+        return str(state["report"]["started_at"])
+    return None
+
+
 def build_mirror_dag(flow: FlowConfig, family: str, config_file: Path) -> DAG:
     """The mirror DAG of one flow family (see the module docstring)."""
     fam = flow.family(family)
@@ -109,9 +122,15 @@ def build_mirror_dag(flow: FlowConfig, family: str, config_file: Path) -> DAG:
 
         @task(task_id="check_clusters")
         def check_clusters() -> list[dict[str, Any]]:
-            """Both clusters answer (else fail naming the unreachable one)."""
-            health = preflight.check_clusters(MirrorflowHook(config_file).flow(name))
-            return [asdict(h) for h in health]
+            """Both clusters answer (else fail naming the unreachable one); a failed-over flow skips."""
+            live = MirrorflowHook(config_file).flow(name)
+            failed_over = failed_over_since(live)
+            if failed_over:
+                raise AirflowSkipException(
+                    f"{name} was failed over at {failed_over}: consumers use {live.target} now; mirroring stays off "
+                    "until a failback"
+                )
+            return [asdict(h) for h in preflight.check_clusters(live)]
 
         @task(task_id="prepare_target")
         def prepare_target() -> dict[str, Any]:

@@ -30,13 +30,23 @@ def ensure_compacted_topic(
     admin: AdminClient, topic: str, partitions: int, replication_factor: int, timeout: float = 30.0
 ) -> int:
     """Create a compacted internal topic if missing; return its partition count."""
+    return ensure_topic(admin, topic, partitions, replication_factor, {"cleanup.policy": "compact"}, timeout)
+
+
+def ensure_topic(
+    admin: AdminClient,
+    topic: str,
+    partitions: int,
+    replication_factor: int,
+    config: dict[str, str],
+    timeout: float = 30.0,
+) -> int:
+    """Create an internal topic with ``config`` if missing; return its partition count."""
     metadata = admin.list_topics(topic=topic, timeout=timeout)
     existing = metadata.topics.get(topic)
     if existing is not None and existing.error is None and existing.partitions:
         return len(existing.partitions)
-    new = NewTopic(
-        topic, num_partitions=partitions, replication_factor=replication_factor, config={"cleanup.policy": "compact"}
-    )
+    new = NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor, config=dict(config))
     try:
         admin.create_topics([new], operation_timeout=timeout, request_timeout=timeout)[topic].result(timeout)
     except Exception as exc:  # noqa: BLE001 - TOPIC_ALREADY_EXISTS from a concurrent run is fine
@@ -136,3 +146,34 @@ def read_progress(
         else:
             result[(decoded[1], decoded[2])] = offset
     return result
+
+
+def last_record_timestamp(
+    consumer_config: dict[str, Any], topic: str, partition: int = 0, timeout: float = 15.0
+) -> int | None:
+    """Timestamp (ms) of the last record of a partition (None when empty or absent): how fresh an internal topic is."""
+    consumer = Consumer({**consumer_config, "enable.auto.commit": False, "enable.partition.eof": True})
+    try:
+        try:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
+        except KafkaException as exc:
+            if exc.args[0].code() in _ABSENT:
+                return None
+            raise
+        if high <= low:
+            return None
+        consumer.assign([TopicPartition(topic, partition, max(low, high - 20))])
+        newest: int | None = None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            if message.error():
+                break  # end of partition
+            newest = max(newest or 0, message.timestamp()[1])
+            if message.offset() + 1 >= high:
+                break
+        return newest
+    finally:
+        consumer.close()

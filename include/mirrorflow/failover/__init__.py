@@ -1,0 +1,1 @@
+"""Failover: move consumer groups to the target cluster in one audited, resumable run (and back)."""

@@ -1,0 +1,82 @@
+"""The failover report (Markdown for people, JSON for tools) and the audit log on the target.
+
+Every failover run, dry or not, leaves one record on ``mirrorflow.failover-log`` on the target (key:
+the flow, value: the JSON report): an audit trail that survives the loss of the source and of Airflow's
+database. The last non-dry record of a flow also says whether it is failed over: the mirror DAGs of a
+failed-over flow skip their runs until a failback records the original direction again.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from confluent_kafka import Producer
+
+from .. import clients
+from ..config.model import FlowConfig
+from ..replication.progress import ensure_topic, read_partitions
+from .plan import FailoverPlan
+
+FAILOVER_LOG = "mirrorflow.failover-log"
+
+
+def render_markdown(plan: FailoverPlan) -> str:
+    """Per group and partition: source offset, target offset, exact or not, records consumers may re-read."""
+    verb = "would move" if plan.dry_run else "moved"
+    age = "none found" if plan.checkpoints_age_s is None else f"{plan.checkpoints_age_s:.0f} s old"
+    out = [
+        f"# Failover {plan.flow} ({plan.mode}{', dry run' if plan.dry_run else ''})",
+        "",
+        (
+            f"Started {plan.started_at}; source {'reachable' if plan.source_reachable else 'unreachable'}; "
+            f"newest checkpoint {age}; {plan.seconds:.1f} s."
+        ),
+        "",
+    ]
+    out += [f"- {note}" for note in plan.notes]
+    for g in plan.groups:
+        status = (
+            f"refused: {g.refused}" if g.refused else (f"{verb}" + ("" if plan.dry_run or g.applied else " (pending)"))
+        )
+        out += [
+            "",
+            f"## {g.group} ({status}; target state {g.target_state}; up to {g.max_rereads} record(s) re-read)",
+            "",
+            "| Topic on target | Partition | Source offset | Target offset | Translation | May re-read | Before | Action |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        out += [
+            f"| {p.remote_topic} | {p.partition} | {p.source_offset} | {'-' if p.target_offset is None else p.target_offset} "
+            f"| {p.kind} | {p.rereads} | {'-' if p.current is None else p.current} | {p.action} |"
+            for p in g.partitions
+        ]
+    return "\n".join(out) + "\n"
+
+
+def record(flow: FlowConfig, plan: FailoverPlan, *, state: str, timeout: float = 30.0) -> dict[str, Any]:
+    """Append the run to ``mirrorflow.failover-log`` on the target; ``state`` is failed-over, failed-back or dry-run."""
+    admin = clients.admin(flow, "target")
+    # An audit trail: never compacted, never expired.
+    ensure_topic(admin, FAILOVER_LOG, 1, flow.get_int("replication.factor"), {"retention.ms": "-1"}, timeout)
+    entry = {"flow": flow.name, "state": state, "report": plan.to_dict()}
+    producer = Producer(clients.client_properties(flow, "target", "producer", **{"enable.idempotence": True}))
+    producer.produce(FAILOVER_LOG, key=flow.name.encode(), value=json.dumps(entry).encode(), partition=0)
+    if producer.flush(timeout):
+        raise RuntimeError(f"the failover record of {flow.name} was not written to {FAILOVER_LOG} on {flow.target}")
+    return entry
+
+
+def failover_state(flow: FlowConfig, timeout: float = 30.0) -> dict[str, Any] | None:
+    """The last failed-over / failed-back record of this flow on its target (dry runs ignored), or None."""
+    config = clients.client_properties(flow, "target", "consumer")
+    last = None
+    for key, value in read_partitions(config, FAILOVER_LOG, [0], timeout):
+        if key == flow.name.encode() and value:
+            entry = json.loads(value)
+            if entry.get("state") in ("failed-over", "failed-back"):
+                last = entry
+    return last
+
+
+__all__ = ["FAILOVER_LOG", "failover_state", "record", "render_markdown"]
