@@ -18,7 +18,7 @@ from airflow.sdk.exceptions import AirflowSkipException
 
 from include.mirrorflow.config import ConfigError, FlowConfig, load_config
 from include.mirrorflow.config.location import config_path
-from include.mirrorflow.failover import drain, plan, report
+from include.mirrorflow.failover import drain, failback, plan, report
 from mirrorflow_airflow.hooks import MirrorflowHook
 from mirrorflow_airflow.mirror_dag import DEFAULT_ARGS, START_DATE
 
@@ -155,6 +155,92 @@ def build_failover_dag(flow: FlowConfig, config_file: Path) -> DAG:
     return dag
 
 
+def _failback_docs(flow: FlowConfig) -> str:
+    return "\n".join(
+        [
+            f"# Failback `{flow.target}` → `{flow.source}`",
+            "",
+            (
+                f"After a failover of `{flow.name}`, once `{flow.source}` is back: copies what producers wrote to "
+                f"`{flow.target}` during the outage to `{flow.source}` (pair `{flow.target}->{flow.source}`, "
+                f"`orders` → `{flow.policy.format_remote_topic(flow.target, 'orders')}`), moves every group's offsets "
+                f"back (`{flow.policy.format_remote_topic(flow.source, 'orders')}` → `orders`, exact from the copied "
+                f"runs), and restores the original direction: the mirror DAGs of `{flow.name}` run again."
+            ),
+            "",
+            (
+                "Steps: `preflight` → `copy_back` (until lag 0; skipped in a dry run) → `move_groups` → "
+                "`restore_mirroring` → `report`. Same form as the failover: groups, dry run (default on), force."
+            ),
+        ]
+    )
+
+
+def build_failback_dag(flow: FlowConfig, config_file: Path) -> DAG:
+    name = flow.name
+    params = {k: v for k, v in failover_params().items() if k != "mode"}
+    with DAG(
+        dag_id=flow.dag_id("failback"),
+        description=f"Move consumer groups back from {flow.target} to {flow.source} (operator-triggered)",
+        doc_md=_failback_docs(flow),
+        schedule=None,
+        start_date=START_DATE,
+        catchup=False,
+        max_active_runs=1,
+        default_args={**DEFAULT_ARGS, "retries": 0},
+        tags=["mirrorflow", name, "failover"],
+        params=params,
+    ) as dag:
+
+        def run_params() -> dict[str, Any]:
+            return dict(get_current_context()["params"])
+
+        @task(task_id="preflight")
+        def preflight() -> dict[str, Any]:
+            """Both clusters answer and the flow is failed over (unless force)."""
+            live = MirrorflowHook(config_file).flow(name)
+            state = report.failover_state(live)
+            if (state is None or state["state"] != "failed-over") and not run_params()["force"]:
+                raise RuntimeError(f"{name} is not failed over (last record: {state and state['state']}); set force")
+            return {"failed_over_at": state and state["report"]["started_at"]}
+
+        @task(task_id="copy_back")
+        def copy_back() -> int:
+            """What producers wrote to the target during the outage, copied to the source (not in a dry run)."""
+            if run_params()["dry_run"]:
+                raise AirflowSkipException("dry run: nothing copied")
+            hook = MirrorflowHook(config_file)
+            config = hook.load()
+            return failback.copy_back(config, config.flow(flow.source, flow.target))
+
+        @task(task_id="move_groups", trigger_rule="none_failed")
+        def move_groups() -> dict[str, Any]:
+            """Each group's offsets translated back and committed on the source (unless dry run)."""
+            p = run_params()
+            config = MirrorflowHook(config_file).load()
+            live = config.flow(flow.source, flow.target)
+            planned = failback.plan_failback(config, live, groups=p["groups"], force=p["force"], dry_run=p["dry_run"])
+            return plan.apply_plan(failback.reverse_flow(config, live), planned).to_dict()
+
+        @task(task_id="restore_mirroring")
+        def restore_mirroring(moved: dict[str, Any]) -> str:
+            """Record the failback: the flow's mirror DAGs run again (not for dry runs)."""
+            state = "dry-run" if moved["dry_run"] else "failed-back"
+            report.record(MirrorflowHook(config_file).flow(name), plan.plan_from_dict(moved), state=state)
+            return state
+
+        @task(task_id="report")
+        def failback_report(moved: dict[str, Any], state: str) -> dict[str, Any]:
+            markdown = report.render_markdown(plan.plan_from_dict(moved))
+            log.info("failback %s (%s):\n%s", name, state, markdown)
+            return {"state": state, "markdown": markdown, "report": moved}
+
+        moved = move_groups()
+        preflight() >> copy_back() >> moved
+        failback_report(moved, restore_mirroring(moved))
+    return dag
+
+
 def failover_dags(config_file: str | Path | None = None) -> dict[str, DAG]:
     path = Path(config_file) if config_file else config_path()
     try:
@@ -163,6 +249,7 @@ def failover_dags(config_file: str | Path | None = None) -> dict[str, DAG]:
         return {}  # dags/mirrorflow_config.py shows the errors
     dags = {}
     for flow in config.enabled_flows():
-        dag = build_failover_dag(flow, path)
-        dags[dag.dag_id] = dag
+        for build in (build_failover_dag, build_failback_dag):
+            dag = build(flow, path)
+            dags[dag.dag_id] = dag
     return dags

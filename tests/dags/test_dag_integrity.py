@@ -29,6 +29,7 @@ def test_example_configuration_parses_without_import_errors(monkeypatch: pytest.
         "checkpoints__primary__backup",
         "heartbeats__primary__backup",
         "failover__primary__backup",
+        "failback__primary__backup",
     }
 
 

@@ -110,3 +110,46 @@ def test_planned_dry_run_lists_the_changes_and_changes_nothing(setup: dict[str, 
     answer = target.list_consumer_group_offsets([ConsumerGroupTopicPartitions(setup["group"])])[setup["group"]]
     assert [tp.offset for tp in answer.result(10).topic_partitions or []] in ([], [-1001, -1001], [-1001])
     assert failover_state(setup["flow"]) is None  # a dry run is recorded, but the flow is not failed over
+
+
+def test_failback_copies_the_outage_back_and_the_group_resumes_at_home(setup: dict[str, Any], airflow_db: None) -> None:
+    from mirrorflow_airflow.failover_dag import failover_dags
+    from mirrorflow_airflow.mirror_dag import failed_over_since
+
+    primary, backup, topic, group = setup["primary"], setup["backup"], setup["topic"], setup["group"]
+    remote = f"primary.{topic}"
+    source = {(r.partition, r.offset): r.value for r in read_all(primary, topic)}
+    setup["primary_only"].down(timeout=30)
+    dags = failover_dags()
+    assert (
+        states(dags["failover__primary__backup"].test(run_conf={"mode": "disaster", "dry_run": False}))["report"]
+        == "success"
+    )
+
+    # During the outage: the group reads on in the remote topic, producers write to backup's own topic.
+    landed = {(r.partition, r.value): r.offset for r in read_all(backup, remote)}
+    local = create_topic(backup, topic, partitions=1)  # the same name, on backup: where producers went
+    produce(backup, local, [{"value": b"during-%d" % i} for i in range(6)])
+    commit(backup, group, {(remote, 0): landed[(0, source[(0, 15)])], (local, 0): 2})
+
+    setup["primary_only"].up(timeout=60)  # the primary is back
+    run = dags["failback__primary__backup"].test(run_conf={"dry_run": False})
+    assert states(run) == {
+        "preflight": "success",
+        "copy_back": "success",
+        "move_groups": "success",
+        "restore_mirroring": "success",
+        "report": "success",
+    }
+    assert [r.value for r in read_all(primary, f"backup.{topic}")] == [b"during-%d" % i for i in range(6)]
+    target = admin(primary)
+    answer = target.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(10)
+    assert sorted((tp.topic, tp.partition, tp.offset) for tp in answer.topic_partitions) == [
+        (f"backup.{topic}", 0, 2),
+        (topic, 0, 15),
+        (topic, 1, 17),
+    ]
+    expected = [v for (p, o), v in source.items() if o >= {0: 15, 1: 17}[p]] + [b"during-%d" % i for i in range(2, 6)]
+    got = resume(primary, group, [topic, f"backup.{topic}"], len(expected))
+    assert sorted(got) == sorted(expected)  # at home again: nothing lost, nothing twice
+    assert failed_over_since(setup["flow"]) is None  # the mirror DAGs run again

@@ -69,3 +69,20 @@ def test_a_recreated_topic_forgets_the_old_runs() -> None:
     t = translator(run_syncs("t", 0, 0, 99), run_syncs("t", 0, 500, 9))
     assert t.translate("t", 0, 5).downstream == 505
     assert t.translate("t", 0, 50).kind == "approximate"  # upstream 50 of the new log is not copied yet
+
+
+def test_failback_inverts_the_copied_runs() -> None:
+    # upstream 0..9 -> downstream 0..9 (marker at 10), upstream 13..20 -> downstream 11..18 (marker at 19)
+    t = translator(run_syncs("t", 0, 0, 9), run_syncs("t", 13, 11, 20, prev_u=9))
+    assert [(d, t.translate_back("t", 0, d).downstream) for d in (0, 5, 9, 10, 11, 18, 19, 20)] == [
+        (0, 0),
+        (5, 5),
+        (9, 9),
+        (10, 13),
+        (11, 13),
+        (18, 20),
+        (19, 21),
+        (20, 21),
+    ]
+    assert {t.translate_back("t", 0, d).kind for d in (0, 10, 19)} == {"exact"}
+    assert t.translate_back("other", 0, 3).kind == "unavailable"

@@ -139,6 +139,10 @@ class OffsetTranslator:
             )
         return fallback
 
+    def translate_back(self, topic: str, partition: int, downstream: int) -> Translation:
+        """Failback: an offset on the remote copy of ``topic`` back to ``topic``'s own offset (see below)."""
+        return _translate_back(self._runs.get((topic, partition)), downstream)
+
     def _mm2(self, topic: str, partition: int, upstream: int) -> Translation:
         downstream = self.store.translate_mm2(topic, partition, upstream)
         if downstream is None:
@@ -156,6 +160,37 @@ class OffsetTranslator:
             rereads=upstream - sync.upstream - 1,
             reason=f"MM2 rule: one past the sync at upstream {sync.upstream}",
         )
+
+
+def _translate_back(runs: _PartitionRuns | None, downstream: int) -> Translation:
+    """Failback: a group's offset on the *remote* topic (target side) back to the source topic's offset.
+
+    The inverse of :meth:`OffsetTranslator.translate`, from the same copied runs: inside a run it is
+    exact; between two runs (transaction markers downstream) it is the next run's first upstream offset;
+    right after the last copied record it is the next upstream offset (records the source got but the
+    copy never saw have not been consumed, so the group reads them). Without runs it refuses: MM2's
+    syncs cannot be inverted safely. The result's ``upstream`` field holds the downstream input.
+    """
+    if runs is None or not runs.runs:
+        return Translation(downstream, None, "unavailable", reason="no copied run for this partition")
+    ordered = sorted(runs.runs.values(), key=lambda r: r.start_d)
+    previous: _Run | None = None
+    for run in ordered:
+        if run.start_d <= downstream <= run.end_d:
+            return Translation(
+                downstream, run.start_u + (downstream - run.start_d), "exact", reason="inside a copied run"
+            )
+        if downstream < run.start_d:
+            if previous is not None and previous.end_d < downstream:
+                return Translation(downstream, run.start_u, "exact", reason="between two copied runs")
+            if previous is None:
+                return Translation(downstream, None, "refused", reason="before every copied run kept")
+            break
+        previous = run
+    last = ordered[-1]
+    if downstream == last.end_d + 1 or (previous is last and downstream > last.end_d):
+        return Translation(downstream, last.end_u + 1, "exact", reason="after the last copied record")
+    return Translation(downstream, None, "refused", reason="no copied run covers this offset")
 
 
 def _exact(runs: _PartitionRuns, upstream: int) -> Translation | None:

@@ -87,6 +87,11 @@ def parse_duration(text: str) -> int:
     return seconds
 
 
+def split_names(text: str) -> list[str]:
+    """The names of a comma-separated value (``a.B, c.d``), blanks dropped: not regexes, unlike ``list`` keys."""
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
 def parse_schedule(text: str) -> Schedule:
     """Parse ``2m`` / ``*/2 * * * *`` / ``@hourly`` / ``none``; raises ValueError with the accepted forms."""
     value = text.strip()
@@ -135,6 +140,10 @@ class ClusterConfig:
         return self.properties["bootstrap.servers"].value
 
 
+#: Topics mirrorflow keeps its own state in: never replicated, like MM2's internal topics.
+MIRRORFLOW_TOPIC_PREFIXES = ("mirrorflow.", "mirrorflow-")
+
+
 @dataclass
 class FlowConfig:
     """One ``source->target`` pair with its effective settings, as MM2 would run it."""
@@ -163,6 +172,12 @@ class FlowConfig:
     def get_int(self, key: str) -> int:
         return int(self.get(key).strip())
 
+    def get_seconds(self, key: str) -> int:
+        return parse_duration(self.get(key))
+
+    def get_names(self, key: str) -> list[str]:
+        return split_names(self.get(key))
+
     @property
     def delivery(self) -> str:
         return self.get("mirrorflow.delivery")
@@ -180,7 +195,13 @@ class FlowConfig:
         wanted = self.topic_filter.should_replicate_topic(topic) or (
             self.get_bool("heartbeats.replication.enabled") and self.policy.is_heartbeats_topic(topic)
         )
-        return wanted and not self.policy.is_internal_topic(topic) and not is_cycle(self.policy, topic, self.target)
+        own = topic.startswith(MIRRORFLOW_TOPIC_PREFIXES)  # mirrorflow's own state (locks, failover log)
+        return (
+            wanted
+            and not own
+            and not self.policy.is_internal_topic(topic)
+            and not is_cycle(self.policy, topic, self.target)
+        )
 
     def family_of(self, topic: str) -> Family:
         """The family replicating ``topic``: the one whose pattern matches, else ``default``."""

@@ -29,7 +29,7 @@ from ..checkpoints.emit import committed_offsets, read_checkpoints, read_transla
 from ..config.model import FlowConfig
 from ..replication.progress import last_record_timestamp
 
-Mode = Literal["planned", "disaster"]
+Mode = Literal["planned", "disaster", "failback"]
 _IDLE = (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD)
 
 

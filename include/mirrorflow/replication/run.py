@@ -261,10 +261,10 @@ class _Run:
             part.status = result.status
 
 
-def _enabled_flow(config: MirrorConfig, flow_name: str, family: str | None) -> FlowConfig:
+def _enabled_flow(config: MirrorConfig, flow_name: str, family: str | None, require_enabled: bool = True) -> FlowConfig:
     source, _, target = flow_name.partition("->")
     flow = config.flow(source, target)
-    if not flow.enabled:
+    if require_enabled and not flow.enabled:
         raise ValueError(f"flow {flow_name} is not enabled in {config.path}")
     if family is not None:
         flow.family(family)  # KeyError names the flow's families
@@ -288,12 +288,14 @@ def replicate(
     only_topics: set[str] | None = None,
     timeout: float = 120.0,
     lock: FamilyLock | None = None,
+    require_enabled: bool = True,
 ) -> RunReport:
     """Copy everything new in one family of one flow; the report says what happened per partition.
 
     The run holds the family's lock (see ``lock.py``); pass ``lock`` to reuse one already held.
+    ``require_enabled=False`` copies along a flow the file does not enable (a failback's reverse pair).
     """
-    flow = _enabled_flow(config, flow_name, family)
+    flow = _enabled_flow(config, flow_name, family, require_enabled)
     report = RunReport(flow.name, family, flow.delivery, datetime.now(UTC).isoformat(timespec="seconds"))
     started = time.monotonic()
     run = _Run(config, flow, family, executor, only_topics, timeout)
