@@ -68,7 +68,7 @@ class FailoverPlan:
     mode: Mode
     dry_run: bool
     started_at: str
-    source_reachable: bool
+    source_reachable: bool | None  # None: not checked (disaster mode)
     checkpoints_age_s: float | None
     groups: list[GroupMove] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -118,11 +118,13 @@ def plan_failover(
         preflight.check_cluster(flow, "target", timeout=min(timeout, 15.0))
     except preflight.ClusterUnreachableError as exc:
         raise FailoverError(f"failover to {flow.target} impossible: {exc}") from None
-    try:
-        preflight.check_cluster(flow, "source", timeout=min(timeout, 10.0))
-        source_up = True
-    except preflight.ClusterUnreachableError:
-        source_up = False
+    source_up: bool | None = None  # disaster: the source is not contacted (a dead one costs a full timeout)
+    if mode == "planned":
+        try:
+            preflight.check_cluster(flow, "source", timeout=min(timeout, 10.0))
+            source_up = True
+        except preflight.ClusterUnreachableError:
+            source_up = False
     if mode == "planned" and not source_up:
         raise FailoverError(f"planned failover needs {flow.source} to answer; it does not: use mode 'disaster'")
     newest = last_record_timestamp(

@@ -21,6 +21,10 @@ from .plan import FailoverPlan
 FAILOVER_LOG = "mirrorflow.failover-log"
 
 
+def _reachability(reachable: bool | None) -> str:
+    return "not contacted (disaster)" if reachable is None else ("reachable" if reachable else "unreachable")
+
+
 def render_markdown(plan: FailoverPlan) -> str:
     """Per group and partition: source offset, target offset, exact or not, records consumers may re-read."""
     verb = "would move" if plan.dry_run else "moved"
@@ -29,7 +33,7 @@ def render_markdown(plan: FailoverPlan) -> str:
         f"# Failover {plan.flow} ({plan.mode}{', dry run' if plan.dry_run else ''})",
         "",
         (
-            f"Started {plan.started_at}; source {'reachable' if plan.source_reachable else 'unreachable'}; "
+            f"Started {plan.started_at}; source {_reachability(plan.source_reachable)}; "
             f"newest checkpoint {age}; {plan.seconds:.1f} s."
         ),
         "",

@@ -1,0 +1,233 @@
+"""Helpers shared by the benchmark scripts: progress lines, timing, two embedded clusters, plain Kafka setup.
+
+Why a module of its own: every benchmark needs the same throwaway pair of noida-db clusters that is
+stopped however the run ends, the same fast way to create topics, records and group commits, and the
+same Markdown table, so that the numbers of different scripts are taken and printed the same way.
+Nothing here uses the library under measurement (except its dev-cluster manager and ``free_port``).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import cProfile
+import io
+import os
+import pstats
+import resource
+import shutil
+import signal
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from include.mirrorflow.devcluster import ClusterSpec, DevClusters, free_port
+
+T = TypeVar("T")
+
+FLOW = "primary->backup"
+PREFIX = "bench"
+
+_T0 = time.monotonic()
+#: Signals received (SIGINT/SIGTERM), so an interrupt that librdkafka turned into a SystemError is known.
+INTERRUPTED: list[int] = []
+
+
+def say(message: str) -> None:
+    """A progress line with the elapsed time: group creation at full size takes a while."""
+    print(f"[{time.monotonic() - _T0:7.1f} s] {message}", flush=True)
+
+
+def peak_rss_mib() -> float:
+    """Peak resident set of this process so far (Linux reports ru_maxrss in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def rss_mib() -> float:
+    """Current resident set, to tell what a step added to the peak from what setup already used."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+        return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+    return float("nan")
+
+
+def timed(fn: Callable[[], T], profile: bool = False, label: str = "") -> tuple[T, float]:
+    """Wall time of ``fn()``; with ``profile`` also the top functions by cumulative time (where it goes)."""
+    profiler = cProfile.Profile() if profile else None
+    started = time.perf_counter()
+    if profiler is not None:
+        profiler.enable()
+    try:
+        result = fn()
+    finally:
+        if profiler is not None:
+            profiler.disable()
+    seconds = time.perf_counter() - started
+    if profiler is not None:
+        out = io.StringIO()
+        pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(25)
+        print(f"\n--- cProfile: {label} ({seconds:.2f} s wall) ---\n{out.getvalue()}", flush=True)
+    return result, seconds
+
+
+# ----------------------------------------------------------------------------------------------------
+# Clusters and plain Kafka helpers (independent of the library under measurement)
+# ----------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Clusters:
+    """The running pair: bootstrap strings, and what is needed to stop one of them on purpose (a disaster)."""
+
+    primary: str
+    backup: str
+    state_dir: Path
+    specs: tuple[ClusterSpec, ...]
+
+    def only(self, alias: str) -> DevClusters:
+        """A manager of one cluster of the pair (same state dir), e.g. to stop the primary by its PID."""
+        return DevClusters(self.state_dir, [s for s in self.specs if s.alias == alias])
+
+
+@contextlib.contextmanager
+def embedded_clusters() -> Iterator[Clusters]:
+    """Two fresh noida-db clusters on free ports; stopped and wiped however the block ends.
+
+    SIGINT and SIGTERM become KeyboardInterrupt so that ``finally`` runs (and are remembered: one that
+    lands inside a librdkafka call surfaces as a SystemError instead); atexit is a last safety net. Only the
+    process groups recorded in this run's own state dir are ever signalled.
+    """
+    state_dir = Path(tempfile.mkdtemp(prefix="mirrorflow-bench-"))
+    ports: list[int] = []
+    while len(ports) < 2:  # free_port() alone could return the same port twice
+        port = free_port()
+        if port not in ports:
+            ports.append(port)
+    specs = (ClusterSpec("primary", ports[0]), ClusterSpec("backup", ports[1]))
+    manager = DevClusters(state_dir, specs)
+
+    def stop_quietly() -> None:
+        with contextlib.suppress(Exception):
+            manager.down(timeout=10)
+
+    def on_signal(signum: int, _frame: object) -> None:
+        INTERRUPTED.append(signum)
+        raise KeyboardInterrupt(f"received signal {signum}")
+
+    atexit.register(stop_quietly)
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        say(f"starting two embedded clusters (noida-db) on ports {ports[0]} and {ports[1]} in {state_dir}")
+        manager.up(timeout=60)
+        yield Clusters(specs[0].bootstrap, specs[1].bootstrap, state_dir, specs)
+    finally:
+        say("stopping the clusters")
+        try:
+            for status in manager.down(timeout=30):
+                say(f"  {status.alias}: {status.detail}")
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            atexit.unregister(stop_quietly)
+            shutil.rmtree(state_dir, ignore_errors=True)
+
+
+def mm2_properties(primary: str, backup: str, *extra: str) -> str:
+    """The flow under measurement in MM2 property names (topics ``bench.*``, groups ``bench-*``), plus ``extra``."""
+    return (
+        f"clusters = primary, backup\nprimary.bootstrap.servers = {primary}\n"
+        f"backup.bootstrap.servers = {backup}\nprimary->backup.enabled = true\n"
+        f"primary->backup.topics = {PREFIX}\\\\..*\nprimary->backup.groups = {PREFIX}-.*\n"
+        "replication.factor = 1\noffset-syncs.topic.replication.factor = 1\ncheckpoints.topic.replication.factor = 1\n"
+        "offset-syncs.topic.location = target\nsync.topic.acls.enabled = false\n"
+        + "".join(f"{line}\n" for line in extra)
+    )
+
+
+def create_topic(bootstrap: str, name: str, partitions: int, timeout: float = 30.0) -> None:
+    """Create a topic and wait until metadata shows a leader for every partition."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)]).values():
+        future.result(timeout)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        entry = admin.list_topics(topic=name, timeout=5).topics.get(name)
+        partitions_ok = entry is not None and entry.error is None and len(entry.partitions) == partitions
+        if partitions_ok and all(p.leader >= 0 for p in entry.partitions.values()):
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"topic {name} did not get leaders for {partitions} partition(s) in {timeout} s")
+
+
+def produce(bootstrap: str, topic: str, partitions: int, per_partition: int, tag: str) -> None:
+    """``per_partition`` small records into each partition; raises unless all are acknowledged."""
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    errors: list[str] = []
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is not None:
+            errors.append(str(err))
+
+    for p in range(partitions):
+        for i in range(per_partition):
+            producer.produce(
+                topic, key=b"k%d" % i, value=f"{tag}-{p}-{i}".encode(), partition=p, on_delivery=on_delivery
+            )
+        producer.poll(0)
+    remaining = producer.flush(30)
+    if remaining or errors:
+        raise RuntimeError(f"{topic}: {remaining} record(s) not delivered, errors: {errors[:3]}")
+
+
+def commit_many(
+    bootstrap: str, topic: str, groups: list[str], offset_of: Callable[[int, int], int], partitions: int
+) -> None:
+    """Commit offsets of every group on every partition with AdminClient (one request per group).
+
+    Much faster than a consumer per group; the admin client stays referenced until every future of a
+    chunk resolved (a collected client cancels its pending requests).
+    """
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    chunk = 100
+    for start in range(0, len(groups), chunk):
+        futures = {}
+        for g in range(start, min(start + chunk, len(groups))):
+            tps = [TopicPartition(topic, p, offset_of(g, p)) for p in range(partitions)]
+            futures.update(admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(groups[g], tps)]))
+        for group, future in futures.items():
+            answer = future.result(60)
+            failed = [f"{tp.partition}: {tp.error}" for tp in answer.topic_partitions or [] if tp.error]
+            if failed:
+                raise RuntimeError(f"group {group}: commit refused: {failed[:3]}")
+        say(f"  committed {min(start + chunk, len(groups))}/{len(groups)} groups x {partitions} partitions")
+    del admin
+
+
+# ----------------------------------------------------------------------------------------------------
+# The table
+# ----------------------------------------------------------------------------------------------------
+
+
+def spread(values: list[float]) -> str:
+    """Median with min-max: a single figure hides how much one run varies."""
+    if len(values) == 1:
+        return f"{values[0]:.3f} s"
+    return f"{statistics.median(values):.3f} s (min {min(values):.3f}, max {max(values):.3f})"
+
+
+def table(rows: Sequence[Sequence[str]], header: Sequence[str] = ("measure", "mirrorflow", "MM2 default")) -> str:
+    """A Markdown table (aligned, so it reads in a terminal and pastes into BENCHMARKS.md as is)."""
+    columns = len(header)
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(columns)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"
+
+    return "\n".join([line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, rows)])
