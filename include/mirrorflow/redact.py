@@ -1,6 +1,6 @@
 """Secret detection and redaction, in one place.
 
-Passwords, JAAS configs and keys must never reach logs, the UI, XCom or error messages. Every
+Passwords, JAAS configs, keys and webhook URLs must never reach logs, the UI, XCom or error messages. Every
 component that prints configuration goes through :func:`redact_value`, so the rule lives here once.
 """
 
@@ -17,7 +17,9 @@ REDACTED = "[redacted]"
 _SECRET_KEY = re.compile(
     r"(password|passwd|secret|jaas|credential|token|api[._-]?key|private|"
     r"keystore\.key|key\.pem|ssl\.key$|certificate\.chain|truststore\.certificates|"
-    r"basic\.auth\.user\.info)",
+    r"basic\.auth\.user\.info|"
+    # a webhook URL usually carries its credential in the path or query (Slack, Teams, PagerDuty)
+    r"webhook\.url$)",
     re.IGNORECASE,
 )
 # Values that carry secrets even under an innocent key (a JAAS line pasted into the wrong key).

@@ -2,32 +2,63 @@
 
 Each run writes the flow's heartbeat (key ``(src, tgt)``) into ``heartbeats`` on the target and, as
 MM2's reverse herder does, ``(tgt, src)`` into ``heartbeats`` on the source; the mirror runs carry the
-source's ``heartbeats`` to ``<src>.heartbeats`` on the target. Then it measures how old the newest
-replicated heartbeat is against ``mirrorflow.heartbeats.max.age``.
+source's ``heartbeats`` to ``<src>.heartbeats`` on the target. Then a sensor watches how old the newest
+replicated heartbeat is against ``mirrorflow.heartbeats.max.age`` for most of the schedule interval, and
+an alert task turns its verdict into at most one alert per outage and one recovery after it; with
+``mirrorflow.heartbeats.policy = auto-failover`` the alert also triggers ``failover__<src>__<tgt>``.
 
-    emit_heartbeats → check_freshness
+    emit_heartbeats → watch_freshness → alert → failover_wanted → trigger_failover
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import asdict
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk import DAG, task
+from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
+from airflow.sdk import DAG, TriggerRule, get_current_context, task
+from airflow.sdk.exceptions import AirflowFailException, AirflowRuntimeError
 
-from include.mirrorflow import heartbeats
-from include.mirrorflow.config import ConfigError, FlowConfig, load_config
+from include.mirrorflow import alerts, heartbeats
+from include.mirrorflow.config import ConfigError, FlowConfig, Schedule, load_config
 from include.mirrorflow.config.location import config_path
 from include.mirrorflow.config.model import parse_schedule
+from mirrorflow_airflow import alerting
+from mirrorflow_airflow.freshness import DEFAULT_WATCH, POLL_KEY, HeartbeatFreshnessSensor
 from mirrorflow_airflow.hooks import MirrorflowHook
 from mirrorflow_airflow.mirror_dag import DEFAULT_ARGS, START_DATE, airflow_schedule
 
 log = logging.getLogger(__name__)
 
 
-def _docs(flow: FlowConfig) -> str:
+def failover_dag_id(flow: FlowConfig) -> str:
+    """The DAG an automatic failover triggers (``failover__<src>__<tgt>``)."""
+    return flow.dag_id("failover")
+
+
+def _not_found(exc: Exception) -> bool:
+    """A 404 from the execution API: AirflowRuntimeError in a worker, the raw HTTP error under ``dag.test``."""
+    if isinstance(exc, AirflowRuntimeError):
+        detail = exc.error.detail if isinstance(exc.error.detail, dict) else {}
+        return detail.get("status_code") == 404
+    return getattr(getattr(exc, "response", None), "status_code", None) == 404
+
+
+def watch_window(schedule: Schedule) -> timedelta:
+    """How long one run's sensor watches: 5/6 of an interval schedule (50 s of a minute), else 50 s.
+
+    Shorter than the interval so that runs (``max_active_runs=1``) do not queue behind each other, long
+    enough that a watcher is nearly always running: between two watchers, detection can lag by the gap.
+    """
+    if schedule.kind == "interval" and schedule.seconds:
+        return timedelta(seconds=max(1, schedule.seconds * 5 // 6))
+    return DEFAULT_WATCH
+
+
+def _docs(flow: FlowConfig, watch: timedelta) -> str:
     return "\n".join(
         [
             f"# Heartbeats `{flow.source}` ⇄ `{flow.target}`",
@@ -40,22 +71,34 @@ def _docs(flow: FlowConfig) -> str:
             ),
             "",
             (
-                f"`check_freshness` reports the age of the newest replicated heartbeat against "
-                f"`mirrorflow.heartbeats.max.age` = `{flow.get('mirrorflow.heartbeats.max.age')}`: a stale heartbeat "
+                f"`watch_freshness` watches the age of the newest replicated heartbeat for {watch.total_seconds():.0f} s, "
+                f"every `{POLL_KEY}` = `{flow.get(POLL_KEY)}`, against `mirrorflow.heartbeats.max.age` = "
+                f"`{flow.get('mirrorflow.heartbeats.max.age')}`, and ends as soon as it is stale: a stale heartbeat "
                 f"means `{flow.source}` is down, unreachable from `{flow.target}`, or replication stopped or lags."
+            ),
+            "",
+            (
+                "`alert` sends one alert per outage and one recovery after it (log, `mirrorflow.alerts.webhook.url`, "
+                f"`mirrorflow.alerts.notifiers`), remembering the state in the Variable "
+                f"`{alerting.alert_state_key(flow.source, flow.target)}`. With `mirrorflow.heartbeats.policy` = "
+                f"`auto-failover` (now `{flow.get('mirrorflow.heartbeats.policy')}`) an alert also triggers "
+                f"`{failover_dag_id(flow)}` once, in disaster mode."
             ),
         ]
     )
 
 
-def build_heartbeats_dag(flow: FlowConfig, config_file: Path) -> DAG:
+def build_heartbeats_dag(flow: FlowConfig, config_file: Path, *, watch: timedelta | None = None) -> DAG:
     name = flow.name
     reverse = f"{flow.target}->{flow.source}"
+    schedule = parse_schedule(flow.get("mirrorflow.heartbeats.schedule"))
+    watch = watch or watch_window(schedule)
+    failover_id = failover_dag_id(flow)
     with DAG(
         dag_id=flow.dag_id("heartbeats"),
-        description=f"Heartbeats between {flow.source} and {flow.target}, and their freshness",
-        doc_md=_docs(flow),
-        schedule=airflow_schedule(parse_schedule(flow.get("mirrorflow.heartbeats.schedule"))),
+        description=f"Heartbeats between {flow.source} and {flow.target}, their freshness and alerts",
+        doc_md=_docs(flow, watch),
+        schedule=airflow_schedule(schedule),
         start_date=START_DATE,
         catchup=False,
         max_active_runs=1,
@@ -76,14 +119,74 @@ def build_heartbeats_dag(flow: FlowConfig, config_file: Path) -> DAG:
                     log.warning("reverse heartbeat %s not written (is %s down?): %s", reverse, flow.source, exc)
             return out
 
-        @task(task_id="check_freshness")
-        def check_freshness() -> dict[str, Any]:
-            """Age of the newest heartbeat that crossed the flow, against the flow's threshold."""
-            fresh = heartbeats.check_freshness(MirrorflowHook(config_file).flow(name))
-            (log.info if fresh.fresh else log.warning)("%s", fresh.describe())
-            return {**asdict(fresh), "fresh": fresh.fresh}
+        # all_done: heartbeats already on their way tell the truth even when this run's emit failed
+        watch_freshness = HeartbeatFreshnessSensor(
+            task_id="watch_freshness",
+            flow=name,
+            config_file=config_file,
+            watch=watch,
+            poke_interval=flow.get_seconds(POLL_KEY),
+            deferrable=True,
+            trigger_rule=TriggerRule.ALL_DONE,
+        )
 
-        emit_heartbeats() >> check_freshness()
+        @task(task_id="alert", trigger_rule=TriggerRule.ALL_DONE)
+        def alert() -> dict[str, Any]:
+            """One alert per outage, one recovery after it; the state lives in an Airflow Variable."""
+            context = get_current_context()
+            freshness = context["ti"].xcom_pull(task_ids="watch_freshness")
+            if not freshness:
+                # Not measurable (target unreachable?): watch_freshness failed and says why. No verdict is
+                # better than a wrong one, and failing over to a target nobody can reach would be worse.
+                raise AirflowFailException(f"no freshness verdict for {name}: see the log of watch_freshness")
+            previous = alerting.load_state(flow.source, flow.target)
+            state, message, kind = alerts.decide(previous, freshness)
+            failed: list[str] = []
+            if kind is not None:
+                payload = alerts.alert_payload(name, freshness, kind=kind, message=message)
+                failed = alerting.notify(MirrorflowHook(config_file).flow(name), kind, payload, context)
+            alerting.save_state(flow.source, flow.target, state)
+            log.info("%s: %s (%s)", name, state.state, kind or "nothing new to report")
+            return {"kind": kind, "state": state.to_dict(), "message": message, "failed_channels": failed}
+
+        @task.short_circuit(task_id="failover_wanted")
+        def failover_wanted(result: dict[str, Any]) -> bool:
+            """True only for the alert of a new outage, under policy auto-failover, if the failover DAG exists."""
+            policy = MirrorflowHook(config_file).flow(name).get("mirrorflow.heartbeats.policy")
+            if result["kind"] != "alert" or policy != "auto-failover":
+                return False
+            freshness = get_current_context()["ti"].xcom_pull(task_ids="watch_freshness") or {}
+            if freshness.get("newest_ms") is None:
+                log.error("no heartbeat ever crossed %s: replication never ran, so there is nothing to fail over", name)
+                return False
+            try:
+                found = get_current_context()["ti"].get_dag(failover_id)
+            except Exception as exc:
+                if not _not_found(exc):
+                    raise  # the API server hiccuped: fail, so the retry asks again
+                log.error(
+                    "policy auto-failover, but DAG %s does not exist: NOT failing over; do it by hand", failover_id
+                )
+                return False
+            if found.is_paused:
+                log.warning("%s is paused: the failover run waits until it is unpaused", failover_id)
+            log.warning("policy auto-failover: triggering %s in disaster mode", failover_id)
+            return True
+
+        # One run per outage: the run id is the outage's start, so a retry cannot start a second failover.
+        trigger_failover = TriggerDagRunOperator(
+            task_id="trigger_failover",
+            trigger_dag_id=failover_id,
+            trigger_run_id="auto_failover__{{ ti.xcom_pull(task_ids='alert')['state']['since_ms'] }}",
+            conf={"mode": "disaster", "dry_run": False},
+            skip_when_already_exists=True,
+            wait_for_completion=False,
+            openlineage_inject_parent_info=False,
+        )
+
+        verdict = alert()
+        emit_heartbeats() >> watch_freshness >> verdict
+        failover_wanted(verdict) >> trigger_failover
     return dag
 
 

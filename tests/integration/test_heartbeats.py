@@ -73,6 +73,7 @@ def test_heartbeats_are_mm2s_and_their_freshness_measures_the_whole_path(pair: A
 def test_the_heartbeats_dag_emits_and_reports_freshness(
     pair: Any, airflow_db: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from airflow.models.variable import Variable
     from mirrorflow_airflow.heartbeats_dag import heartbeats_dags
 
     manager, config = pair
@@ -83,23 +84,32 @@ def test_the_heartbeats_dag_emits_and_reports_freshness(
         "primary->backup.enabled = true\nprimary->backup.topics = none-such\nreplication.factor = 1\n"
         "offset-syncs.topic.replication.factor = 1\nheartbeats.topic.replication.factor = 1\n"
         "sync.topic.acls.enabled = false\nmirrorflow.heartbeats.max.age = 2m\n"
+        # the sensor watches 5/6 of the schedule while fresh: 2 s here, not the 50 s of the default 1m
+        "mirrorflow.heartbeats.schedule = 3s\nmirrorflow.heartbeats.poll.interval = 1s\n"
     )
     monkeypatch.setenv("MIRRORFLOW_CONFIG", str(config_file))
+    Variable.delete("mirrorflow_alert_state__primary__backup")  # the session's DB is shared with other tests
     dag = heartbeats_dags()["heartbeats__primary__backup"]
 
     first = dag.test()
     assert {ti.task_id: ti.state for ti in first.get_task_instances()} == {
         "emit_heartbeats": "success",
-        "check_freshness": "success",
+        "watch_freshness": "success",
+        "alert": "success",
+        "failover_wanted": "success",
+        "trigger_failover": "skipped",  # policy alert (the default)
     }
     emitted = first.get_task_instance("emit_heartbeats").xcom_pull(task_ids="emit_heartbeats")
     assert [(e["cluster"], e["heartbeat"]["source_alias"]) for e in emitted] == [
         ("backup", "primary"),
         ("primary", "backup"),
     ]
-    before = first.get_task_instance("check_freshness").xcom_pull(task_ids="check_freshness")
+    before = first.get_task_instance("watch_freshness").xcom_pull(task_ids="watch_freshness")
     assert (before["fresh"], before["age_s"], before["threshold_s"]) == (False, None, 120.0)  # not replicated yet
+    assert first.get_task_instance("alert").xcom_pull(task_ids="alert")["kind"] == "alert"
 
     assert replicate(config, "primary->backup", None, LocalExecutor()).ok
-    after = dag.test().get_task_instance("check_freshness").xcom_pull(task_ids="check_freshness")
+    second = dag.test()
+    after = second.get_task_instance("watch_freshness").xcom_pull(task_ids="watch_freshness")
     assert after["fresh"] is True and after["age_s"] < 60
+    assert second.get_task_instance("alert").xcom_pull(task_ids="alert")["kind"] == "recovery"

@@ -19,6 +19,7 @@ SCHEDULE = "mirrorflow.schedule"
 DELIVERY = "mirrorflow.delivery"
 DELIVERY_MODES = ("exactly-once", "at-least-once")
 DEFAULT_FAMILY = "default"
+HEARTBEATS_POLICIES = ("alert", "auto-failover")
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,7 @@ class KeySpec:
     """A known key: its type (for validation) and its default (None = no default)."""
 
     name: str
-    type: str  # int | bool | list | string | class | enum | schedule | duration
+    type: str  # int | bool | list | string | class | classes | enum | schedule | duration
     default: str | None
     choices: tuple[str, ...] = ()
     doc: str = ""
@@ -149,6 +150,34 @@ _SPECS = [
         "10m",
         "a replicated heartbeat older than this means replication from the source stopped; keep it above the "
         "schedule of the family that carries 'heartbeats' plus the heartbeats schedule",
+    ),
+    _k(
+        "mirrorflow.heartbeats.poll.interval",
+        "duration",
+        "15s",
+        "how often the heartbeats DAG's watch_freshness sensor reads the newest replicated heartbeat: staleness is "
+        "reported at most max.age plus this after the last heartbeat was emitted",
+    ),
+    _k(
+        "mirrorflow.heartbeats.policy",
+        "enum",
+        "alert",
+        "what a stale heartbeat does: alert (log, webhook, notifiers), or auto-failover (alert, then trigger "
+        "failover__<src>__<tgt> in disaster mode, once per outage)",
+        choices=HEARTBEATS_POLICIES,
+    ),
+    _k(
+        "mirrorflow.alerts.webhook.url",
+        "string",
+        "",
+        "where alerts and recoveries are POSTed as JSON (empty: no webhook); a secret, redacted wherever shown",
+    ),
+    _k(
+        "mirrorflow.alerts.notifiers",
+        "classes",
+        "",
+        "dotted paths of Airflow BaseNotifier subclasses (or plain callables taking the alert payload) "
+        "called on every alert and recovery",
     ),
     _k(
         "mirrorflow.progress.partitions",

@@ -59,6 +59,7 @@ from .model import (
     Side,
     parse_duration,
     parse_schedule,
+    split_names,
 )
 from .problems import ConfigError, Problems
 from .properties import Entry, PropertiesSyntaxError, lost_backslashes, parse_properties, read_properties_file
@@ -66,6 +67,7 @@ from .providers import resolve_references
 
 _ALIAS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 _FAMILY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
+_DOTTED_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$")
 _ARROW_LOOKALIKES = ("→", "=>", "-&gt;", "—>", "–>")
 
 
@@ -233,6 +235,11 @@ class _Resolver:
                 PatternList.parse(self._glob_star(entry))
             except JavaRegexError as exc:
                 self.err(f"bad regex: {exc}", entry)
+                return False
+        elif spec.type == "classes":
+            bad = [name for name in split_names(value) if not _DOTTED_PATH.match(name)]
+            if bad:
+                self.err(f"'{bad[0]}' is not a dotted Python path such as my_package.alerts.PagerNotifier", entry)
                 return False
         elif spec.type in ("duration", "schedule"):
             try:

@@ -1,0 +1,149 @@
+"""Stale-heartbeat alerting: one alert per outage, one recovery when it ends, and a JSON webhook.
+
+Why a state machine: the heartbeats DAG evaluates freshness every minute, and an outage lasts many
+minutes. Paging someone at every evaluation teaches them to mute the channel, so the decision is made
+against the previous evaluation's :class:`AlertState` (kept by the caller; the Airflow adapter keeps it in
+an Airflow Variable): the transition fresh -> stale alerts, stale -> fresh announces the recovery, and
+everything else stays quiet.
+
+No Airflow here: the webhook is a plain standard-library POST, so the library stays usable (and testable)
+without a scheduler.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+Kind = Literal["alert", "recovery"]
+State = Literal["fresh", "stale"]
+
+
+@dataclass(frozen=True)
+class AlertState:
+    """What the previous evaluation concluded, so the next one knows whether anything changed.
+
+    ``since_ms``: when the flow entered ``state`` (the check that saw the transition); ``alerted_at_ms``:
+    when the alert of the current outage was sent (None while fresh).
+    """
+
+    state: State
+    since_ms: int
+    alerted_at_ms: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> AlertState | None:
+        """The stored state, or None when there is none (or it is unreadable: then the flow starts afresh)."""
+        if not data or data.get("state") not in ("fresh", "stale"):
+            return None
+        try:
+            alerted = data.get("alerted_at_ms")
+            return cls(data["state"], int(data["since_ms"]), None if alerted is None else int(alerted))
+        except (KeyError, TypeError, ValueError):
+            return None
+
+
+def _is_fresh(freshness: Mapping[str, Any]) -> bool:
+    """``fresh`` as the sensor reported it; recomputed from age and threshold when a caller left it out."""
+    if "fresh" in freshness:
+        return bool(freshness["fresh"])
+    age = freshness.get("age_s")
+    return age is not None and float(age) <= float(freshness["threshold_s"])
+
+
+def _age_text(freshness: Mapping[str, Any]) -> str:
+    age = freshness.get("age_s")
+    threshold = float(freshness["threshold_s"])
+    if age is None:
+        return f"no heartbeat has crossed yet (threshold {threshold:.0f} s)"
+    return f"newest heartbeat {float(age):.0f} s old (threshold {threshold:.0f} s)"
+
+
+def decide(previous: AlertState | None, freshness: Mapping[str, Any]) -> tuple[AlertState, str | None, Kind | None]:
+    """The new state, the message to send (None: stay quiet) and its kind.
+
+    ``freshness`` is the sensor's output (``heartbeats.Freshness`` as a dict: ``fresh``, ``age_s``,
+    ``threshold_s``, ``flow``, ``checked_at_ms``). Exactly one ``alert`` per outage and exactly one
+    ``recovery`` after it; a first evaluation that finds the flow fresh says nothing (there was no outage).
+    """
+    now_ms = int(freshness.get("checked_at_ms") or time.time() * 1000)
+    flow = freshness.get("flow", "?")
+    if _is_fresh(freshness):
+        if previous is None or previous.state == "fresh":
+            return AlertState("fresh", previous.since_ms if previous else now_ms), None, None
+        outage_s = max(0, now_ms - previous.since_ms) / 1000
+        message = f"{flow}: replication recovered after {outage_s:.0f} s; {_age_text(freshness)}"
+        return AlertState("fresh", now_ms), message, "recovery"
+    if previous is not None and previous.state == "stale":
+        return previous, None, None  # still the same outage: it was alerted already
+    message = f"{flow}: replication is STALE: {_age_text(freshness)}"
+    return AlertState("stale", now_ms, now_ms), message, "alert"
+
+
+def alert_payload(
+    flow: str,
+    freshness: Mapping[str, Any],
+    lag: int | None = None,
+    *,
+    kind: Kind,
+    message: str | None = None,
+) -> dict[str, Any]:
+    """The JSON document a webhook (or a plain-callable notifier) receives: flat, self-explanatory keys."""
+    checked_at_ms = int(freshness.get("checked_at_ms") or time.time() * 1000)
+    return {
+        "source": "mirrorflow",
+        "kind": kind,
+        "flow": flow,
+        "fresh": _is_fresh(freshness),
+        "age_s": freshness.get("age_s"),
+        "threshold_s": freshness.get("threshold_s"),
+        "newest_heartbeat_ms": freshness.get("newest_ms"),
+        "topic": freshness.get("topic"),
+        "lag": lag,
+        "checked_at_ms": checked_at_ms,
+        "time": datetime.fromtimestamp(checked_at_ms / 1000, UTC).isoformat(),
+        "message": message or f"{flow}: {kind}: {_age_text(freshness)}",
+    }
+
+
+class WebhookError(RuntimeError):
+    """A webhook POST failed. The message never contains the URL (it is a secret)."""
+
+
+def post_webhook(url: str, payload: Mapping[str, Any], timeout: float = 10.0) -> int:
+    """POST ``payload`` as JSON to ``url``; the HTTP status, or :class:`WebhookError` (without the URL).
+
+    Only http(s): a configuration typo must not make mirrorflow open a ``file:`` URL. Chained exceptions
+    are dropped (``from None``) because urllib's can carry the URL into a traceback.
+    """
+    if urlsplit(url).scheme not in ("http", "https"):
+        raise WebhookError("webhook URL is not an http(s) URL (value not shown: it is a secret)")
+    body = json.dumps(payload, sort_keys=True).encode()
+    request = urllib.request.Request(
+        url,
+        data=body,
+        method="POST",
+        headers={"Content-Type": "application/json", "User-Agent": "mirrorflow-alerts"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # the scheme is checked above
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        raise WebhookError(f"webhook answered HTTP {exc.code} {exc.reason}") from None
+    except urllib.error.URLError as exc:
+        raise WebhookError(f"webhook not reachable: {type(exc.reason).__name__}: {exc.reason}") from None
+    except (TimeoutError, OSError) as exc:
+        raise WebhookError(f"webhook POST failed: {type(exc).__name__}: {exc}") from None
+
+
+__all__ = ["AlertState", "Kind", "WebhookError", "alert_payload", "decide", "post_webhook"]

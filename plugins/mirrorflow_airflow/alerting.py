@@ -1,0 +1,130 @@
+"""Delivering a heartbeat alert or recovery from Airflow, and remembering what was delivered.
+
+The decision (alert once per outage, recover once) is the library's (``include/mirrorflow/alerts.py``);
+this module adds what needs Airflow: the per-flow state in an Airflow Variable (so it survives between
+DAG runs and workers), Airflow's secrets masker for the webhook URL, and Airflow notifiers
+(``BaseNotifier`` subclasses: Slack, SMTP, PagerDuty... from the providers) named in
+``mirrorflow.alerts.notifiers``.
+
+Delivery never raises: every channel is tried, and the failed ones are returned (and logged), because a
+broken webhook must not stop the notifiers after it, nor an automatic failover after the alert.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from airflow.sdk import BaseNotifier, Variable
+from airflow.sdk.log import mask_secret
+
+from include.mirrorflow.alerts import AlertState, Kind, WebhookError, post_webhook
+from include.mirrorflow.config import FlowConfig
+
+log = logging.getLogger(__name__)
+
+WEBHOOK_KEY = "mirrorflow.alerts.webhook.url"
+NOTIFIERS_KEY = "mirrorflow.alerts.notifiers"
+WEBHOOK_TIMEOUT_S = 10.0
+
+
+def alert_state_key(source: str, target: str) -> str:
+    """``mirrorflow_alert_state__<src>__<tgt>``: one Variable per flow, named like the flow's DAGs."""
+    return f"mirrorflow_alert_state__{source}__{target}"
+
+
+def load_state(source: str, target: str) -> AlertState | None:
+    """The previous evaluation's state; None before the first one."""
+    return AlertState.from_dict(Variable.get(alert_state_key(source, target), default=None, deserialize_json=True))
+
+
+def save_state(source: str, target: str, state: AlertState) -> None:
+    Variable.set(
+        alert_state_key(source, target),
+        state.to_dict(),
+        description=f"mirrorflow: heartbeat alert state of {source}->{target} (written by heartbeats DAG)",
+        serialize_json=True,
+    )
+
+
+def load_object(path: str) -> Any:
+    """``package.module.Name`` -> the object (a class, an instance or a function)."""
+    module_name, _, attribute = path.rpartition(".")
+    if not module_name:
+        raise ImportError(f"'{path}' is not a dotted path such as my_package.alerts.PagerNotifier")
+    module = importlib.import_module(module_name)
+    try:
+        return getattr(module, attribute)
+    except AttributeError:
+        raise ImportError(f"module '{module_name}' has no '{attribute}'") from None
+
+
+def _message_argument(cls: type) -> str | None:
+    """The keyword the notifier takes its text by (``message`` or ``text``), if any."""
+    try:
+        parameters = inspect.signature(cls.__init__).parameters
+    except (TypeError, ValueError):
+        return None
+    return next((name for name in ("message", "text") if name in parameters), None)
+
+
+def call_notifier(path: str, message: str, payload: Mapping[str, Any], context: Mapping[str, Any]) -> str:
+    """Run one configured notifier; returns what it was (for the log). Raises whatever the notifier raises.
+
+    - a ``BaseNotifier`` subclass: instantiated with ``message=``/``text=`` when its ``__init__`` takes one
+      (else without arguments) and called with the task context, which renders its template fields and then
+      calls its ``notify(context)``;
+    - a ``BaseNotifier`` instance: called with the context;
+    - any other callable: called with a copy of the payload dict (what the webhook receives).
+    """
+    target = load_object(path)
+    # a copy: BaseNotifier merges its template fields into the context it is given
+    ctx: dict[str, Any] = dict(context)
+    if isinstance(target, type) and issubclass(target, BaseNotifier):
+        keyword = _message_argument(target)
+        notifier = target(**{keyword: message}) if keyword else target()
+        notifier(ctx)
+        return f"notifier {target.__name__}"
+    if isinstance(target, BaseNotifier):
+        target(ctx)
+        return f"notifier {type(target).__name__}"
+    if callable(target):
+        function: Callable[[dict[str, Any]], Any] = target
+        function(dict(payload))
+        return f"callable {path}"
+    raise TypeError(f"'{path}' is neither a BaseNotifier nor a callable")
+
+
+def notify(flow: FlowConfig, kind: Kind, payload: Mapping[str, Any], context: Mapping[str, Any]) -> list[str]:
+    """Deliver an alert or recovery on every configured channel; returns the channels that failed.
+
+    Always one log line (WARNING for an alert), then the webhook if ``mirrorflow.alerts.webhook.url`` is set
+    (the URL is registered with the secrets masker first and never logged), then each notifier of
+    ``mirrorflow.alerts.notifiers`` in order.
+    """
+    message = str(payload.get("message") or f"{flow.name}: {kind}")
+    (log.warning if kind == "alert" else log.info)("mirrorflow heartbeat %s: %s", kind, message)
+    failed: list[str] = []
+    url = flow.get(WEBHOOK_KEY).strip()
+    if url:
+        mask_secret(url)
+        try:
+            status = post_webhook(url, payload, timeout=WEBHOOK_TIMEOUT_S)
+            log.info("%s of %s POSTed to the webhook (HTTP %s)", kind, flow.name, status)
+        except WebhookError as exc:
+            log.error("%s of %s not delivered to the webhook: %s", kind, flow.name, exc)
+            failed.append(f"webhook: {exc}")
+    for path in flow.get_names(NOTIFIERS_KEY):
+        try:
+            what = call_notifier(path, message, payload, context)
+            log.info("%s of %s sent by %s", kind, flow.name, what)
+        except Exception as exc:
+            log.exception("%s of %s not delivered by %s", kind, flow.name, path)
+            failed.append(f"{path}: {type(exc).__name__}: {exc}")
+    return failed
+
+
+__all__ = ["alert_state_key", "call_notifier", "load_object", "load_state", "notify", "save_state"]

@@ -1,0 +1,205 @@
+"""A watchdog on one flow's heartbeats: a sensor (poke, reschedule or deferrable) and its trigger.
+
+A single freshness check per DAG run sees an outage only when the run happens to start, so with a 1-minute
+schedule and a 10-minute threshold detection could lag by the schedule on top of the threshold. The sensor
+instead *watches* for most of the schedule interval, reading the newest replicated heartbeat every
+``mirrorflow.heartbeats.poll.interval``; it finishes as soon as the heartbeat is older than the flow's
+threshold (staleness is reported at most threshold + one poll after the last heartbeat was emitted), or,
+still fresh, when its watch window ends. Either way its output (XCom) is the freshness dict: ``fresh``,
+``age_s``, ``threshold_s``, ``flow``, ``topic``, ``newest_ms``, ``checked_at_ms``.
+
+Deferred (the default in the heartbeats DAG), the watching happens in the triggerer, which costs no worker
+slot for those 50 seconds a minute. The triggerer imports the trigger by its classpath; the plugins folder
+is on ``sys.path`` in every Airflow process, so ``mirrorflow_airflow.freshness`` is importable there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from dataclasses import asdict
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseSensorOperator, PokeReturnValue
+from airflow.sdk.exceptions import AirflowException
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from include.mirrorflow import heartbeats
+from include.mirrorflow.config import FlowConfig, load_config
+from include.mirrorflow.config.location import config_path
+
+from .hooks import MirrorflowHook
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+#: One watcher at a time for the default 1-minute heartbeats schedule, with room for a run's start-up.
+DEFAULT_WATCH = timedelta(seconds=50)
+POLL_KEY = "mirrorflow.heartbeats.poll.interval"
+
+
+def freshness_dict(fresh: heartbeats.Freshness) -> dict[str, Any]:
+    """The sensor's output: the dataclass's fields plus ``fresh`` (a property, which asdict leaves out)."""
+    return {**asdict(fresh), "fresh": fresh.fresh}
+
+
+def describe(freshness: dict[str, Any]) -> str:
+    """One log line for a freshness dict (the same words as ``Freshness.describe``)."""
+    fields = {k: freshness[k] for k in ("flow", "topic", "newest_ms", "age_s", "threshold_s", "checked_at_ms")}
+    return heartbeats.Freshness(**fields).describe()
+
+
+def _live_flow(config_file: str | Path, flow: str) -> FlowConfig:
+    """The flow as a task sees it: the file plus the ``kafka_<alias>`` connections."""
+    return MirrorflowHook(config_file).flow(flow)
+
+
+class HeartbeatFreshnessTrigger(BaseTrigger):
+    """Polls the flow's freshness in the triggerer until it is stale or the watch window ends.
+
+    The Kafka read is blocking (confluent-kafka), so each check runs in a worker thread
+    (``asyncio.to_thread``) and never stalls the triggerer's event loop, which other tasks' triggers share.
+    A failed check (say, the target briefly unreachable) is logged and retried at the next poll; only a
+    window that ends without any successful check produces an error event.
+    """
+
+    def __init__(
+        self,
+        *,
+        config_file: str,
+        flow: str,
+        threshold_s: float,
+        poll_s: float,
+        watch_until: float,
+    ) -> None:
+        super().__init__()
+        self.config_file = str(config_file)
+        self.flow = flow
+        self.threshold_s = float(threshold_s)
+        self.poll_s = float(poll_s)
+        self.watch_until = float(watch_until)
+        self._flow_config: FlowConfig | None = None
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            "mirrorflow_airflow.freshness.HeartbeatFreshnessTrigger",
+            {
+                "config_file": self.config_file,
+                "flow": self.flow,
+                "threshold_s": self.threshold_s,
+                "poll_s": self.poll_s,
+                "watch_until": self.watch_until,
+            },
+        )
+
+    def _check(self) -> dict[str, Any]:
+        if self._flow_config is None:  # one load per watch: connections do not change within a minute
+            self._flow_config = _live_flow(self.config_file, self.flow)
+        return freshness_dict(heartbeats.check_freshness(self._flow_config, threshold_s=self.threshold_s))
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        last_error: str | None = None
+        while True:
+            result: dict[str, Any] | None = None
+            try:
+                result = await asyncio.to_thread(self._check)
+            except Exception as exc:  # noqa: BLE001 - retried at the next poll; reported if the window ends so
+                last_error = f"{type(exc).__name__}: {exc}"
+                self.log.warning("freshness of %s not measured (retrying in %.0f s): %s", self.flow, self.poll_s, exc)
+            now = time.time()
+            if result is not None and (not result["fresh"] or now >= self.watch_until):
+                self.log.info("%s", describe(result))
+                yield TriggerEvent(result)
+                return
+            if result is None and now >= self.watch_until:
+                yield TriggerEvent({"flow": self.flow, "error": last_error})
+                return
+            # The last check lands exactly at the end of the window, so the verdict is the window's last word.
+            await asyncio.sleep(max(0.0, min(self.poll_s, self.watch_until - now)))
+
+
+class HeartbeatFreshnessSensor(BaseSensorOperator):
+    """Watches one flow's replicated heartbeats for ``watch``; done early, as soon as they are stale.
+
+    ``mode="poke"`` or ``"reschedule"`` (BaseSensorOperator's), or ``deferrable=True`` (the trigger above).
+    ``poke_interval`` defaults to the flow's ``mirrorflow.heartbeats.poll.interval``. The result is the same
+    freshness dict in every mode, so the task after it does not care how it was watched.
+    """
+
+    ui_color = "#f6e7d2"
+
+    def __init__(
+        self,
+        *,
+        flow: str,
+        config_file: str | Path | None = None,
+        watch: timedelta = DEFAULT_WATCH,
+        poke_interval: timedelta | float | None = None,
+        deferrable: bool = False,
+        timeout: timedelta | float | None = None,
+        **kwargs: Any,
+    ) -> None:
+        config_file = Path(config_file) if config_file else config_path()
+        if poke_interval is None:  # parse time: the file alone is enough for a duration
+            source, _, target = flow.partition("->")
+            poke_interval = load_config(config_file, partial=True).flow(source, target).get_seconds(POLL_KEY)
+        poll_s = poke_interval.total_seconds() if isinstance(poke_interval, timedelta) else float(poke_interval)
+        if timeout is None:  # the sensor's own limit only guards against a watcher that never ends
+            timeout = watch.total_seconds() + 2 * poll_s + 120
+        super().__init__(poke_interval=poke_interval, timeout=timeout, **kwargs)
+        self.flow = flow
+        self.config_file = config_file
+        self.watch = watch
+        self.deferrable = deferrable
+        self._watch_until: float | None = None
+
+    # -- poke / reschedule -------------------------------------------------------------------------------------
+    def _window_end(self, context: Context) -> float:
+        """Epoch seconds when watching ends; in reschedule mode counted from the first poke of this try."""
+        if self._watch_until is None:
+            start = time.time()
+            if self.reschedule:
+                first = context["ti"].get_first_reschedule_date(context)
+                start = first.timestamp() if first else start
+            self._watch_until = start + self.watch.total_seconds()
+        return self._watch_until
+
+    def poke(self, context: Context) -> bool | PokeReturnValue:
+        until = self._window_end(context)
+        try:
+            result = freshness_dict(heartbeats.check_freshness(_live_flow(self.config_file, self.flow)))
+        except Exception as exc:
+            if time.time() >= until:
+                raise
+            self.log.warning("freshness of %s not measured (retrying at the next poke): %s", self.flow, exc)
+            return False
+        if not result["fresh"] or time.time() >= until:
+            self.log.info("%s", describe(result))
+            return PokeReturnValue(is_done=True, xcom_value=result)
+        return False
+
+    # -- deferrable ----------------------------------------------------------------------------------------------
+    def execute(self, context: Context) -> Any:
+        if not self.deferrable:
+            return super().execute(context)
+        threshold = heartbeats.threshold_seconds(_live_flow(self.config_file, self.flow))
+        trigger = HeartbeatFreshnessTrigger(
+            config_file=str(self.config_file),
+            flow=self.flow,
+            threshold_s=threshold,
+            poll_s=self.poke_interval,
+            watch_until=time.time() + self.watch.total_seconds(),
+        )
+        self.defer(trigger=trigger, method_name="execute_complete", timeout=timedelta(seconds=self.timeout))
+
+    def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
+        if not event or event.get("error") or "fresh" not in event:
+            detail = (event or {}).get("error") or "no event"
+            raise AirflowException(f"freshness of {self.flow} could not be measured during the watch: {detail}")
+        return event
+
+
+__all__ = ["DEFAULT_WATCH", "HeartbeatFreshnessSensor", "HeartbeatFreshnessTrigger", "describe", "freshness_dict"]

@@ -1,0 +1,200 @@
+"""The Airflow side of heartbeat alerting: notifier loading, delivery, the sensor/trigger and the DAG's shape."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+from airflow.sdk import BaseNotifier
+
+from include.mirrorflow.config import parse_config
+from include.mirrorflow.config.location import DEFAULT_CONFIG
+from include.mirrorflow.config.model import parse_schedule
+
+RECEIVED: list[tuple[str, Any]] = []
+
+
+def record_payload(payload: dict[str, Any]) -> None:
+    """A plain-callable notifier: gets the payload dict."""
+    RECEIVED.append(("callable", payload))
+
+
+class MessageNotifier(BaseNotifier):
+    """A notifier taking its text as ``message`` (as most providers' notifiers do), templated."""
+
+    template_fields = ("message",)
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__()
+        self.message = message
+
+    def notify(self, context: Any) -> None:
+        RECEIVED.append(("message", self.message))
+
+
+class TextNotifier(BaseNotifier):
+    """Slack's notifier calls it ``text``."""
+
+    def __init__(self, *, text: str, channel: str = "#ops") -> None:
+        super().__init__()
+        self.text = text
+
+    def notify(self, context: Any) -> None:
+        RECEIVED.append(("text", self.text))
+
+
+class SilentNotifier(BaseNotifier):
+    """Takes no message: built without arguments; sees the context."""
+
+    def notify(self, context: Any) -> None:
+        RECEIVED.append(("silent", context.get("marker")))
+
+
+class BrokenNotifier(BaseNotifier):
+    def __init__(self, message: str) -> None:
+        super().__init__()
+
+    def notify(self, context: Any) -> None:
+        raise RuntimeError("pager service down")
+
+
+@pytest.fixture(autouse=True)
+def _clear() -> None:
+    RECEIVED.clear()
+
+
+def test_notifiers_by_dotted_path() -> None:
+    from mirrorflow_airflow.alerting import call_notifier
+
+    here = __name__
+    payload = {"kind": "alert", "message": "a->b: replication is STALE"}
+    assert call_notifier(f"{here}.record_payload", "m", payload, {}) == f"callable {here}.record_payload"
+    assert call_notifier(f"{here}.MessageNotifier", "stale {{ 1 + 1 }}", payload, {}) == "notifier MessageNotifier"
+    assert call_notifier(f"{here}.TextNotifier", "stale", payload, {}) == "notifier TextNotifier"
+    assert call_notifier(f"{here}.SilentNotifier", "stale", payload, {"marker": 7}) == "notifier SilentNotifier"
+    assert RECEIVED == [("callable", payload), ("message", "stale 2"), ("text", "stale"), ("silent", 7)]
+    with pytest.raises(ImportError, match="has no 'nothing'"):
+        call_notifier(f"{here}.nothing", "m", payload, {})
+    with pytest.raises(TypeError, match="neither a BaseNotifier nor a callable"):
+        call_notifier(f"{here}.RECEIVED", "m", payload, {})
+
+
+class _Hook(BaseHTTPRequestHandler):
+    received: ClassVar[list[dict[str, Any]]] = []
+
+    def do_POST(self) -> None:
+        type(self).received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def webhook_url() -> Iterator[str]:
+    _Hook.received = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Hook)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/services/T0/s3cr3t-hook"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_notify_tries_every_channel_and_masks_the_webhook(webhook_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    from airflow.sdk._shared.secrets_masker.secrets_masker import redact
+    from mirrorflow_airflow.alerting import notify
+
+    here = __name__
+    flow = parse_config(
+        "clusters = a, b\na.bootstrap.servers = x:1\nb.bootstrap.servers = y:1\na->b.enabled = true\n"
+        f"mirrorflow.alerts.webhook.url = {webhook_url}\n"
+        f"mirrorflow.alerts.notifiers = {here}.BrokenNotifier, {here}.record_payload, {here}.MessageNotifier\n"
+    ).flow("a", "b")
+    payload = {"kind": "alert", "flow": "a->b", "message": "a->b: replication is STALE"}
+    with caplog.at_level("INFO"):
+        failed = notify(flow, "alert", payload, {})
+    assert failed == [f"{here}.BrokenNotifier: RuntimeError: pager service down"]
+    assert _Hook.received == [payload]
+    assert RECEIVED == [("callable", payload), ("message", "a->b: replication is STALE")]
+    assert "mirrorflow heartbeat alert: a->b: replication is STALE" in caplog.text
+    assert "s3cr3t" not in caplog.text
+    assert "s3cr3t" not in redact(f"posting to {webhook_url}")  # registered with Airflow's secrets masker
+
+
+def test_the_trigger_serializes_to_an_importable_classpath() -> None:
+    from airflow.sdk.module_loading import import_string
+    from mirrorflow_airflow.freshness import HeartbeatFreshnessTrigger
+
+    trigger = HeartbeatFreshnessTrigger(
+        config_file="c.properties", flow="a->b", threshold_s=5, poll_s=1, watch_until=1_700_000_000.5
+    )
+    classpath, kwargs = trigger.serialize()
+    assert classpath == "mirrorflow_airflow.freshness.HeartbeatFreshnessTrigger"
+    assert kwargs == {
+        "config_file": "c.properties",
+        "flow": "a->b",
+        "threshold_s": 5.0,
+        "poll_s": 1.0,
+        "watch_until": 1_700_000_000.5,
+    }
+    assert import_string(classpath)(**kwargs).serialize() == (classpath, kwargs)
+
+
+def test_the_sensor_takes_its_poll_interval_from_the_configuration(tmp_path: Path) -> None:
+    from mirrorflow_airflow.freshness import HeartbeatFreshnessSensor
+
+    config = tmp_path / "mm2.properties"
+    config.write_text(DEFAULT_CONFIG.read_text() + "\nprimary->backup.mirrorflow.heartbeats.poll.interval = 7s\n")
+    sensor = HeartbeatFreshnessSensor(task_id="w", flow="primary->backup", config_file=config)
+    assert (sensor.poke_interval, sensor.watch, sensor.deferrable, sensor.mode) == (
+        7,
+        timedelta(seconds=50),
+        False,
+        "poke",
+    )
+    assert sensor.timeout == 50 + 2 * 7 + 120
+    rescheduling = HeartbeatFreshnessSensor(
+        task_id="r", flow="primary->backup", config_file=config, poke_interval=2, mode="reschedule"
+    )
+    assert (rescheduling.poke_interval, rescheduling.reschedule) == (2, True)
+
+
+def test_watch_window_follows_the_schedule() -> None:
+    from mirrorflow_airflow.heartbeats_dag import watch_window
+
+    assert watch_window(parse_schedule("1m")) == timedelta(seconds=50)
+    assert watch_window(parse_schedule("10m")) == timedelta(seconds=500)
+    assert watch_window(parse_schedule("6s")) == timedelta(seconds=5)
+    assert watch_window(parse_schedule("*/5 * * * *")) == timedelta(seconds=50)
+
+
+def test_the_heartbeats_dag_watches_alerts_and_may_fail_over(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow.sdk import TriggerRule
+    from mirrorflow_airflow.heartbeats_dag import heartbeats_dags
+
+    monkeypatch.setenv("MIRRORFLOW_CONFIG", str(DEFAULT_CONFIG))
+    dag = heartbeats_dags()["heartbeats__primary__backup"]
+    assert {t.task_id: sorted(t.downstream_task_ids) for t in dag.tasks} == {
+        "emit_heartbeats": ["watch_freshness"],
+        "watch_freshness": ["alert"],
+        "alert": ["failover_wanted"],
+        "failover_wanted": ["trigger_failover"],
+        "trigger_failover": [],
+    }
+    sensor = dag.get_task("watch_freshness")
+    assert (sensor.deferrable, sensor.poke_interval, sensor.watch) == (True, 15, timedelta(seconds=50))
+    assert sensor.trigger_rule == TriggerRule.ALL_DONE and dag.get_task("alert").trigger_rule == TriggerRule.ALL_DONE
+    trigger = dag.get_task("trigger_failover")
+    assert trigger.trigger_dag_id == "failover__primary__backup"
+    assert trigger.conf == {"mode": "disaster", "dry_run": False}
+    assert trigger.skip_when_already_exists is True
+    assert "mirrorflow_alert_state__primary__backup" in dag.doc_md

@@ -1,0 +1,253 @@
+"""Stale-heartbeat detection and alerting, end to end: a real outage of the source, a real webhook.
+
+Its own pair of clusters (as ``test_heartbeats.py``, and for the same reason), of which the primary is
+stopped mid-test; a local HTTP server stands in for the webhook. The timing is measured on the trigger the
+deferrable sensor defers to (the code that runs in the triggerer), started while the heartbeat is still
+fresh; the alert state machine then runs twice through the heartbeats DAG (``dag.test``, which runs the
+deferred trigger in-process) while the primary is down, and once more after it is back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from include.mirrorflow.config import load_config
+from include.mirrorflow.devcluster import ClusterSpec, DevClusters
+from include.mirrorflow.heartbeats import check_freshness, emit_heartbeat
+from include.mirrorflow.replication.executor import LocalExecutor
+from include.mirrorflow.replication.run import family_lock, replicate
+from tests.conftest import distinct_free_ports
+
+pytestmark = pytest.mark.integration
+
+THRESHOLD_S = 5.0
+POLL_S = 1.0
+#: One freshness read on the target (a consumer assign + poll) on top of the poll interval.
+READ_SLACK_S = 1.5
+FLOW = "primary->backup"
+STATE_KEY = "mirrorflow_alert_state__primary__backup"
+FAILOVER_DAG = "failover__primary__backup"
+
+
+class _Webhook(BaseHTTPRequestHandler):
+    received: ClassVar[list[dict[str, Any]]] = []
+
+    def do_POST(self) -> None:
+        type(self).received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def webhook() -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    _Webhook.received = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Webhook)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/hooks/s3cr3t", _Webhook.received
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def clusters(tmp_path: Path) -> Iterator[DevClusters]:
+    ports = distinct_free_ports(2)
+    manager = DevClusters(tmp_path / "clusters", (ClusterSpec("primary", ports[0]), ClusterSpec("backup", ports[1])))
+    manager.up(timeout=60)
+    try:
+        yield manager
+    finally:
+        manager.down(timeout=30)
+
+
+def _clear_alert_state() -> None:
+    """The session's metadata DB is shared: another test's heartbeats DAG may have left a state behind."""
+    from airflow.models.variable import Variable
+
+    Variable.delete(STATE_KEY)
+
+
+def _failover_dag_is_deployed() -> bool:
+    """Whether ``dags/`` (synced to the DB by every dag.test) defines the failover DAG of the flow."""
+    from airflow.models.dag import DagModel
+
+    model = DagModel.get_current(FAILOVER_DAG)
+    return model is not None and not model.is_stale and not model.has_import_errors
+
+
+def _write_config(tmp_path: Path, clusters: DevClusters, extra: str = "") -> Path:
+    primary, backup = (spec.bootstrap for spec in clusters.specs)
+    config_file = tmp_path / "mm2.properties"
+    config_file.write_text(
+        f"clusters = primary, backup\nprimary.bootstrap.servers = {primary}\nbackup.bootstrap.servers = {backup}\n"
+        "primary->backup.enabled = true\nprimary->backup.topics = none-such\nreplication.factor = 1\n"
+        "offset-syncs.topic.replication.factor = 1\nheartbeats.topic.replication.factor = 1\n"
+        "sync.topic.acls.enabled = false\n"
+        "mirrorflow.heartbeats.max.age = 5s\nmirrorflow.heartbeats.poll.interval = 1s\n"
+        # 6 s schedule: each run's sensor watches 5 s, so a fresh verdict does not take 50 s
+        "mirrorflow.heartbeats.schedule = 6s\n"
+        "mirrorflow.heartbeats.policy = auto-failover\n"
+        # The tests write the primary's heartbeats themselves, to know exactly when the last one was emitted;
+        # the DAG's reverse emit would only add a 10 s timeout per run while the primary is down.
+        "backup->primary.emit.heartbeats.enabled = false\n" + extra
+    )
+    return config_file
+
+
+def _first_event(trigger: Any) -> Any:
+    async def first() -> Any:
+        return await anext(trigger.run(), None)
+
+    return asyncio.run(first())
+
+
+def test_a_stopped_source_alerts_once_within_threshold_plus_one_poll_and_recovers_once(
+    clusters: DevClusters,
+    webhook: tuple[str, list[dict[str, Any]]],
+    airflow_db: None,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from airflow.sdk import PokeReturnValue
+    from mirrorflow_airflow.freshness import HeartbeatFreshnessSensor, HeartbeatFreshnessTrigger
+    from mirrorflow_airflow.heartbeats_dag import heartbeats_dags
+
+    url, posts = webhook
+    primary_spec = clusters.specs[0]
+    config_file = _write_config(tmp_path, clusters, f"mirrorflow.alerts.webhook.url = {url}\n")
+    monkeypatch.setenv("MIRRORFLOW_CONFIG", str(config_file))
+    _clear_alert_state()
+    config = load_config(config_file)
+    into_primary, forward = config.flow("backup", "primary"), config.flow("primary", "backup")
+
+    def beat_and_replicate() -> int:
+        """A heartbeat into the primary's ``heartbeats``, carried to ``primary.heartbeats`` on the backup."""
+        emitted = emit_heartbeat(into_primary).heartbeat.timestamp_ms
+        assert replicate(config, FLOW, None, LocalExecutor()).ok
+        return emitted
+
+    emitted_ms = beat_and_replicate()
+    assert check_freshness(forward).fresh
+
+    # -- 1. how soon staleness is reported: the deferrable sensor's trigger watches while the primary stops
+    trigger = HeartbeatFreshnessTrigger(
+        config_file=str(config_file),
+        flow=FLOW,
+        threshold_s=THRESHOLD_S,
+        poll_s=POLL_S,
+        watch_until=time.time() + 30,
+    )
+    events: list[Any] = []
+    watching_from_ms = int(time.time() * 1000)
+    watcher = threading.Thread(target=lambda: events.append(_first_event(trigger)), daemon=True)
+    watcher.start()
+    primary_only = DevClusters(clusters.state_dir, (primary_spec,))  # same state dir: stops only the primary
+    primary_only.down(timeout=30)
+    watcher.join(timeout=30)
+    assert watching_from_ms - emitted_ms < THRESHOLD_S * 1000  # watching began while still fresh
+    [event] = events
+    stale = event.payload
+    delay_s = (stale["checked_at_ms"] - emitted_ms) / 1000
+    assert stale["fresh"] is False and stale["newest_ms"] == emitted_ms and stale["threshold_s"] == THRESHOLD_S
+    print(f"staleness reported {delay_s:.2f} s after the last heartbeat was emitted (threshold {THRESHOLD_S} s)")
+    assert THRESHOLD_S < delay_s <= THRESHOLD_S + POLL_S + READ_SLACK_S, delay_s
+    # the same verdict in poke (and reschedule) mode: done at once, the freshness dict as its XCom
+    poked = HeartbeatFreshnessSensor(task_id="poke", flow=FLOW, config_file=config_file).poke({})  # type: ignore[arg-type]
+    assert isinstance(poked, PokeReturnValue) and poked.is_done and poked.xcom_value["fresh"] is False
+
+    # -- 2. two consecutive evaluations of the DAG while the primary is down: exactly one alert POST
+    dag = heartbeats_dags()["heartbeats__primary__backup"]
+    first = dag.test()
+    states = {ti.task_id: ti.state for ti in first.get_task_instances()}
+    assert {k: states[k] for k in ("emit_heartbeats", "watch_freshness", "alert", "failover_wanted")} == {
+        "emit_heartbeats": "success",
+        "watch_freshness": "success",
+        "alert": "success",
+        "failover_wanted": "success",
+    }
+    verdict = first.get_task_instance("alert").xcom_pull(task_ids="alert")
+    assert verdict["kind"] == "alert" and verdict["state"]["state"] == "stale" and verdict["failed_channels"] == []
+    [alert] = posts
+    assert (alert["kind"], alert["flow"], alert["fresh"], alert["threshold_s"]) == ("alert", FLOW, False, 5.0)
+    assert alert["age_s"] > THRESHOLD_S and alert["newest_heartbeat_ms"] == emitted_ms
+    assert "STALE" in alert["message"]
+    # auto-failover: the failover DAG is triggered once if it is deployed; if not, the gate says so and skips
+    if _failover_dag_is_deployed():
+        from airflow.models.dagrun import DagRun
+
+        assert states["trigger_failover"] == "success"
+        [run] = DagRun.find(dag_id=FAILOVER_DAG, run_id=f"auto_failover__{verdict['state']['since_ms']}")
+        assert run.conf == {"mode": "disaster", "dry_run": False}
+    else:
+        assert states["trigger_failover"] == "skipped"
+
+    second = dag.test()
+    again = second.get_task_instance("alert").xcom_pull(task_ids="alert")
+    assert again["kind"] is None and again["state"] == verdict["state"]  # the same outage: quiet
+    assert {ti.task_id: ti.state for ti in second.get_task_instances()}["trigger_failover"] == "skipped"
+    assert len(posts) == 1
+
+    # -- 3. the primary is back and replication runs again: exactly one recovery POST
+    primary_only.up(timeout=60)
+    beat_and_replicate()
+    stop = threading.Event()
+
+    def keep_replicating() -> None:
+        """As a continuous mirror run would (one lock, micro-batches): a DAG run's start-up alone takes ~3 s."""
+        with family_lock(forward, None) as held:
+            while not stop.wait(0.2):
+                emit_heartbeat(into_primary)
+                replicate(config, FLOW, None, LocalExecutor(), lock=held)
+
+    mirror = threading.Thread(target=keep_replicating, daemon=True)
+    mirror.start()
+    try:
+        third = dag.test()
+    finally:
+        stop.set()
+        mirror.join(timeout=30)
+    recovered = third.get_task_instance("alert").xcom_pull(task_ids="alert")
+    assert recovered["kind"] == "recovery" and recovered["state"]["state"] == "fresh"
+    assert HeartbeatFreshnessSensor(task_id="poke", flow=FLOW, config_file=config_file).poke({}) is False  # type: ignore[arg-type]
+    assert [p["kind"] for p in posts] == ["alert", "recovery"]
+    assert posts[1]["fresh"] is True and posts[1]["age_s"] <= THRESHOLD_S
+
+
+def test_auto_failover_without_a_failover_dag_alerts_and_says_so(
+    clusters: DevClusters,
+    airflow_db: None,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import mirrorflow_airflow.heartbeats_dag as factory
+
+    # dags/failover.py defines a failover DAG for every enabled flow, so point the heartbeats DAG (in memory
+    # and as dags/heartbeats.py builds it for dag.test, in this process) at one that does not exist.
+    monkeypatch.setattr(factory, "failover_dag_id", lambda flow: f"failover__{flow.source}__nowhere")
+    config_file = _write_config(tmp_path, clusters)
+    monkeypatch.setenv("MIRRORFLOW_CONFIG", str(config_file))
+    _clear_alert_state()
+    config = load_config(config_file)
+    emit_heartbeat(config.flow("backup", "primary"), now_ms=int(time.time() * 1000) - 60_000)  # a minute old
+    assert replicate(config, FLOW, None, LocalExecutor()).ok
+
+    with caplog.at_level("INFO"):
+        run = factory.heartbeats_dags()["heartbeats__primary__backup"].test()
+    states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+    assert (states["alert"], states["failover_wanted"], states["trigger_failover"]) == ("success", "success", "skipped")
+    assert run.get_task_instance("alert").xcom_pull(task_ids="alert")["kind"] == "alert"
+    assert "failover__primary__nowhere does not exist: NOT failing over" in caplog.text

@@ -1,0 +1,186 @@
+"""Heartbeat alerting without Airflow: one alert per outage, one recovery, the payload, the webhook POST."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from include.mirrorflow.alerts import AlertState, WebhookError, alert_payload, decide, post_webhook
+from include.mirrorflow.config import ConfigError, parse_config
+from include.mirrorflow.redact import REDACTED, is_secret_key, redact_value
+
+THRESHOLD = 5.0
+
+
+def freshness(fresh: bool, at_ms: int, age: float | None = None) -> dict[str, Any]:
+    age = (1.0 if fresh else 12.0) if age is None else age
+    return {
+        "flow": "primary->backup",
+        "topic": "primary.heartbeats",
+        "newest_ms": at_ms - int(age * 1000),
+        "age_s": age,
+        "threshold_s": THRESHOLD,
+        "checked_at_ms": at_ms,
+        "fresh": fresh,
+    }
+
+
+def run(sequence: list[bool]) -> list[str | None]:
+    """Kinds produced by consecutive evaluations, the state carried (and JSON round-tripped) between them."""
+    state: AlertState | None = None
+    kinds: list[str | None] = []
+    for i, fresh in enumerate(sequence):
+        new, message, kind = decide(state, freshness(fresh, 1_000_000 + i * 60_000))
+        assert (message is None) == (kind is None)
+        kinds.append(kind)
+        state = AlertState.from_dict(json.loads(json.dumps(new.to_dict())))  # as the Airflow Variable keeps it
+    return kinds
+
+
+def test_one_alert_per_outage_and_one_recovery() -> None:
+    assert run([True, False, False, False, True, True, False]) == [
+        None,
+        "alert",
+        None,
+        None,
+        "recovery",
+        None,
+        "alert",
+    ]
+
+
+def test_first_evaluations() -> None:
+    assert run([True, True]) == [None, None]  # fresh from the start: nothing happened
+    assert run([False, False, True]) == ["alert", None, "recovery"]  # stale from the start is an outage
+
+
+def test_state_times_and_messages() -> None:
+    state, message, kind = decide(None, freshness(False, 10_000, age=12))
+    assert (state.state, state.since_ms, state.alerted_at_ms, kind) == ("stale", 10_000, 10_000, "alert")
+    assert message == "primary->backup: replication is STALE: newest heartbeat 12 s old (threshold 5 s)"
+    same, quiet, none = decide(state, freshness(False, 70_000))
+    assert (same, quiet, none) == (state, None, None)  # since_ms stays the outage's start
+    fresh, message, kind = decide(same, freshness(True, 130_000, age=1))
+    assert (fresh.state, fresh.since_ms, fresh.alerted_at_ms, kind) == ("fresh", 130_000, None, "recovery")
+    assert message == "primary->backup: replication recovered after 120 s; newest heartbeat 1 s old (threshold 5 s)"
+    never = freshness(False, 5_000)
+    never.update(age_s=None, newest_ms=None)
+    assert "no heartbeat has crossed yet" in (decide(None, never)[1] or "")
+
+
+def test_fresh_is_recomputed_when_missing_and_bad_state_is_ignored() -> None:
+    data = freshness(False, 10_000)
+    del data["fresh"]
+    assert decide(None, data)[2] == "alert"
+    assert AlertState.from_dict(None) is None
+    assert AlertState.from_dict({"state": "weird", "since_ms": 1}) is None
+    assert AlertState.from_dict({"state": "stale"}) is None
+    assert AlertState.from_dict({"state": "stale", "since_ms": "5", "alerted_at_ms": None}) == AlertState("stale", 5)
+
+
+def test_alert_payload() -> None:
+    payload = alert_payload("primary->backup", freshness(False, 1_700_000_000_000, age=12), 42, kind="alert")
+    assert payload == {
+        "source": "mirrorflow",
+        "kind": "alert",
+        "flow": "primary->backup",
+        "fresh": False,
+        "age_s": 12,
+        "threshold_s": THRESHOLD,
+        "newest_heartbeat_ms": 1_700_000_000_000 - 12_000,
+        "topic": "primary.heartbeats",
+        "lag": 42,
+        "checked_at_ms": 1_700_000_000_000,
+        "time": "2023-11-14T22:13:20+00:00",
+        "message": "primary->backup: alert: newest heartbeat 12 s old (threshold 5 s)",
+    }
+    assert json.loads(json.dumps(payload)) == payload
+    assert alert_payload("a->b", freshness(True, 1), kind="recovery", message="back")["message"] == "back"
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    received: list[tuple[str, dict[str, Any]]]
+    status = 204
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        type(self).received.append((self.headers["Content-Type"], json.loads(body)))
+        self.send_response(type(self).status)
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def webhook() -> Iterator[type[_Recorder]]:
+    handler = type("Handler", (_Recorder,), {"received": [], "status": 204})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    handler.url = f"http://127.0.0.1:{server.server_address[1]}/hooks/s3cr3t-token"  # type: ignore[attr-defined]
+    try:
+        yield handler
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_post_webhook_sends_json(webhook: Any) -> None:
+    assert post_webhook(webhook.url, {"kind": "alert", "age_s": 12.5}) == 204
+    assert webhook.received == [("application/json", {"kind": "alert", "age_s": 12.5})]
+
+
+def test_webhook_errors_never_show_the_url(webhook: Any) -> None:
+    webhook.status = 500
+    with pytest.raises(WebhookError, match="HTTP 500") as failed:
+        post_webhook(webhook.url, {})
+    assert "s3cr3t" not in str(failed.value) and failed.value.__cause__ is None
+    with pytest.raises(WebhookError, match="not an http") as refused:
+        post_webhook("file:///etc/s3cr3t", {})
+    assert "s3cr3t" not in str(refused.value)
+    with pytest.raises(WebhookError, match="not reachable") as unreachable:
+        post_webhook("http://127.0.0.1:1/hooks/s3cr3t-token", {}, timeout=2)  # port 1: nobody listens
+    assert "s3cr3t" not in str(unreachable.value)
+
+
+def test_the_webhook_url_is_a_secret() -> None:
+    assert is_secret_key("mirrorflow.alerts.webhook.url")
+    assert is_secret_key("primary->backup.mirrorflow.alerts.webhook.url")
+    assert redact_value("mirrorflow.alerts.webhook.url", "https://hooks.example.com/T0/B0/xyz") == REDACTED
+    assert not is_secret_key("mirrorflow.alerts.notifiers") and not is_secret_key("mirrorflow.heartbeats.policy")
+
+
+BASE = "clusters = a, b\na.bootstrap.servers = x:1\nb.bootstrap.servers = y:1\na->b.enabled = true\n"
+
+
+def test_alerting_keys_defaults_and_validation() -> None:
+    flow = parse_config(BASE).flow("a", "b")
+    assert flow.get_seconds("mirrorflow.heartbeats.poll.interval") == 15
+    assert flow.get("mirrorflow.heartbeats.policy") == "alert"
+    assert flow.get("mirrorflow.alerts.webhook.url") == ""
+    assert flow.get_names("mirrorflow.alerts.notifiers") == []
+
+    flow = parse_config(
+        BASE + "mirrorflow.heartbeats.poll.interval = 1s\na->b.mirrorflow.heartbeats.policy = auto-failover\n"
+        "mirrorflow.alerts.notifiers = pkg.alerts.Pager, pkg.hooks.call\n"
+        "mirrorflow.alerts.webhook.url = https://hooks.example.com/services/T0/B0/xyz\n"
+    ).flow("a", "b")
+    assert flow.get_seconds("mirrorflow.heartbeats.poll.interval") == 1
+    assert flow.get("mirrorflow.heartbeats.policy") == "auto-failover"
+    assert flow.get_names("mirrorflow.alerts.notifiers") == ["pkg.alerts.Pager", "pkg.hooks.call"]
+
+    with pytest.raises(ConfigError) as bad:
+        parse_config(
+            BASE + "mirrorflow.heartbeats.policy = failover\nmirrorflow.alerts.notifiers = pkg.Pager, not a path\n"
+            "mirrorflow.heartbeats.poll.interval = 10\n"
+        )
+    text = str(bad.value)
+    assert "'failover' is not one of alert, auto-failover" in text
+    assert "'not a path' is not a dotted Python path" in text
+    assert "'10' is not a duration" in text
