@@ -23,7 +23,13 @@ manager's login form like a person would (``--login token`` instead gets a token
 - ``dag-list.png``: the DAG list with the ``mirror__*`` DAGs, their tags, latest and recent runs;
 - ``mirror-dag-grid.png``: one mirror DAG's page (``--dag``): the grid of its runs and tasks, and the
   durations of its last runs;
-- ``mirror-trigger-form.png``: the Trigger DAG dialog with the DAG's Params form, filled with an example.
+- ``mirror-trigger-form.png``: the Trigger DAG dialog with the DAG's Params form, filled with an example;
+- ``failover-trigger-form.png`` and ``failback-trigger-form.png``: the Trigger DAG dialogs of the flow's
+  (``--flow``) ``failover__*`` and ``failback__*`` DAGs, their Params forms left at the defaults;
+- ``heartbeats-dag-grid.png``: the page of the flow's ``heartbeats__*`` DAG, once it has a successful run
+  (``--heartbeats-wait``, default 5 minutes; without one the shot is skipped with a warning).
+
+A DAG the flow does not have (the flow's config turned it off) is skipped with a warning.
 
 The browser is Debian's headless Chromium (``/usr/bin/chromium``), driven by Playwright; Playwright's
 own browser download is never used.  The password is never printed.  Nothing is triggered: the dialog
@@ -55,6 +61,8 @@ DEFAULT_OUT = REPO_ROOT / "docs" / "img"
 DEFAULT_CHROMIUM = "/usr/bin/chromium"
 DEFAULT_DAG = "mirror__primary__backup__orders"
 DAG_PREFIX = "mirror__"
+#: The flow (``<src>__<tgt>``) whose failover, failback and heartbeats DAGs are shot.
+DEFAULT_FLOW = "primary__backup"
 #: Flags without which Chromium hangs on this kind of machine (closed network): no background
 #: connections, no component or sync updates, no QUIC, no GPU, no sandbox (we may run as root).
 CHROMIUM_FLAGS = [
@@ -70,8 +78,17 @@ CHROMIUM_FLAGS = [
 VIEWPORT = {"width": 1400, "height": 900}
 #: What the Params form is filled with in the Trigger screenshot (an example; the run is never started).
 EXAMPLE_PARAMS = {"Keep mirroring for": "10m", "Only these topics": "orders.eu, orders.us"}
+#: Room above and below the Trigger dialog when the viewport is grown to fit it.
+DIALOG_MARGIN = 64
+#: The tallest the viewport is grown to for a shot that does not fit ``VIEWPORT``.
+MAX_HEIGHT = 2000
 #: Share of the DAG page's width for the grid of runs (Airflow's default, 20 %, fits about three runs).
 GRID_SHARE = 0.27
+#: The flow's failover and failback DAGs (``<kind>__<flow>``) and the fields of their Params forms, shot
+#: with the defaults (nothing filled in).
+FLOW_FORMS = {"failover": ("Mode", "Groups", "Dry run", "Force"), "failback": ("Groups", "Dry run", "Force")}
+#: How long to wait for the flow's heartbeats DAG's first successful run (one a minute, each about 1 minute).
+HEARTBEATS_WAIT = 300
 NOT_RUNNING = "Start the demo first with `make demo`; this script then waits for the first mirror runs."
 
 
@@ -238,9 +255,14 @@ def api(page: Page, url: str, path: str) -> Any:
     return answer.json()
 
 
+def dag_ids(page: Page, url: str, pattern: str) -> list[str]:
+    """The ids of the DAGs the API's ``dag_id_pattern`` matches (``pattern`` anywhere in the id)."""
+    body = api(page, url, f"/api/v2/dags?limit=100&dag_id_pattern={urllib.parse.quote(pattern)}")
+    return sorted(d["dag_id"] for d in body.get("dags", []))
+
+
 def mirror_dags(page: Page, url: str) -> list[str]:
-    body = api(page, url, f"/api/v2/dags?limit=100&dag_id_pattern={DAG_PREFIX}")
-    return sorted(d["dag_id"] for d in body.get("dags", []) if d["dag_id"].startswith(DAG_PREFIX))
+    return [d for d in dag_ids(page, url, DAG_PREFIX) if d.startswith(DAG_PREFIX)]
 
 
 def successful_runs(page: Page, url: str, dag_id: str) -> int:
@@ -248,21 +270,26 @@ def successful_runs(page: Page, url: str, dag_id: str) -> int:
     return int(body.get("total_entries", 0))
 
 
-def wait_for_runs(page: Page, url: str, dags: list[str], wanted: int, timeout: float) -> None:
-    """Wait until every DAG has ``wanted`` successful runs (the screenshots show them); warn on timeout."""
+def wait_for_runs(
+    page: Page, url: str, dags: list[str], wanted: int, timeout: float, *, what: str = "each mirror DAG"
+) -> bool:
+    """Wait until every DAG has ``wanted`` successful runs (the screenshots show them); warn on timeout.
+
+    True when they all have them, False when the wait timed out.
+    """
     deadline = time.monotonic() + timeout
     said = ""
     while True:
         counts = {d: successful_runs(page, url, d) for d in dags}
         short = [d for d, n in counts.items() if n < wanted]
         if not short:
-            return
+            return True
         if time.monotonic() >= deadline:
             print(f"warning: still fewer than {wanted} successful runs for {', '.join(short)}; going on", flush=True)
-            return
+            return False
         line = ", ".join(f"{d.removeprefix(DAG_PREFIX)} {counts[d]}" for d in dags)
         if line != said:
-            print(f"waiting for {wanted} successful run(s) of each mirror DAG (now: {line})...", flush=True)
+            print(f"waiting for {wanted} successful run(s) of {what} (now: {line})...", flush=True)
             said = line
         time.sleep(5)
 
@@ -292,12 +319,29 @@ def bottom_of(locator: Locator) -> float:
 
 def crop_top(page: Page, height: float) -> dict[str, float]:
     """The top ``height`` pixels of the viewport, moved down past a navigation item the edge would cut in two."""
-    y = min(float(VIEWPORT["height"]), height)
+    size = page.viewport_size or VIEWPORT
+    y = min(float(size["height"]), height)
     for item in page.locator("[data-testid=nav-sidebar] a, [data-testid=nav-sidebar] button").all():
         box = item.bounding_box()
         if box is not None and box["y"] < y < box["y"] + box["height"]:
-            y = min(float(VIEWPORT["height"]), box["y"] + box["height"] + 4)
-    return {"x": 0, "y": 0, "width": VIEWPORT["width"], "height": y}
+            y = min(float(size["height"]), box["y"] + box["height"] + 4)
+    return {"x": 0, "y": 0, "width": size["width"], "height": y}
+
+
+@contextmanager
+def viewport_height(page: Page, height: float) -> Iterator[None]:
+    """The viewport grown to ``height`` pixels (never shrunk, at most ``MAX_HEIGHT``), ``VIEWPORT`` again after.
+
+    For what does not fit ``VIEWPORT``: a DAG list of more than a few DAGs, a Trigger dialog with many params.
+    """
+    height = min(int(height), MAX_HEIGHT)
+    if height > VIEWPORT["height"]:
+        page.set_viewport_size({"width": VIEWPORT["width"], "height": height})
+        settle(page)
+    try:
+        yield
+    finally:
+        page.set_viewport_size(VIEWPORT)
 
 
 #: The bottom edge of the bordered box (a chart's card) around the element it is called on; what starts
@@ -326,9 +370,10 @@ def shoot_dag_list(page: Page, url: str, dags: list[str], out: Path) -> Path:
     for dag_id in dags:
         page.get_by_role("link", name=dag_id, exact=True).first.wait_for()
     settle(page)
-    bottom = bottom_of(page.locator("[data-testid=dag-card]").last)
+    last_card = page.locator("[data-testid=dag-card]").last
     path = out / "dag-list.png"
-    page.screenshot(path=path, animations="disabled", clip=crop_top(page, int(bottom) + 16))
+    with viewport_height(page, bottom_of(last_card) + 16):  # every card, not only those of the first screen
+        page.screenshot(path=path, animations="disabled", clip=crop_top(page, int(bottom_of(last_card)) + 16))
     return path
 
 
@@ -352,10 +397,13 @@ def widen_grid(page: Page, share: float) -> None:
     page.mouse.up()
 
 
-def shoot_dag_grid(page: Page, url: str, dag_id: str, out: Path) -> Path:
-    """One mirror DAG's page: the grid of its runs and task states on the left, the overview on the right."""
+def shoot_dag_grid(
+    page: Page, url: str, dag_id: str, out: Path, *, name: str = "mirror-dag-grid.png", task: str = "replicate"
+) -> Path:
+    """A DAG's page: the grid of its runs and task states (``task`` is one of them) on the left, the overview
+    on the right."""
     page.goto(f"{url}/dags/{urllib.parse.quote(dag_id, safe='')}", wait_until="networkidle")
-    page.get_by_text("replicate", exact=True).first.wait_for()
+    page.get_by_text(task, exact=True).first.wait_for()
     settle(page)
     widen_grid(page, GRID_SHARE)
     page.mouse.move(0, VIEWPORT["height"] - 1)  # no hover effects on the divider
@@ -363,28 +411,69 @@ def shoot_dag_grid(page: Page, url: str, dag_id: str, out: Path) -> Path:
     # Down to the run-duration chart; what follows (the asset events) wraps below it at this width.
     chart_title = page.get_by_text(re.compile(r"^Last \d+ Dag Runs?$")).first
     bottom = chart_title.evaluate(_CARD_BOTTOM_JS) if chart_title.count() else VIEWPORT["height"]
-    path = out / "mirror-dag-grid.png"
+    path = out / name
     page.screenshot(path=path, animations="disabled", clip=crop_top(page, bottom + 16))
     return path
 
 
-def shoot_trigger_form(page: Page, url: str, dag_id: str, out: Path) -> Path:
-    """The Trigger DAG dialog with the Params form filled with an example; closed again, never submitted."""
+def shoot_trigger_form(
+    page: Page,
+    url: str,
+    dag_id: str,
+    out: Path,
+    *,
+    name: str = "mirror-trigger-form.png",
+    fill: dict[str, str] | None = None,
+    fields: tuple[str, ...] = (),
+) -> Path:
+    """The Trigger DAG dialog with the Params form, its ``fill`` fields filled (default: ``EXAMPLE_PARAMS``),
+    the ``fields`` labels present; closed again, never submitted."""
+    fill = EXAMPLE_PARAMS if fill is None else fill
     page.goto(f"{url}/dags/{urllib.parse.quote(dag_id, safe='')}", wait_until="networkidle")
     settle(page)
     page.get_by_role("button", name="Trigger Dag", exact=True).first.click()
     dialog = page.get_by_role("dialog")
     dialog.wait_for()
-    for label, value in EXAMPLE_PARAMS.items():
-        # The form's <label>s are not tied to their <input>s (for= names another id): find the field group.
+    # The form's <label>s are not tied to their <input>s (for= names another id): find the field group.
+    for label in fields:
+        dialog.get_by_role("group").filter(has=page.locator("label", has_text=label)).first.wait_for()
+    for label, value in fill.items():
         field = dialog.get_by_role("group").filter(has=page.locator("label", has_text=label))
         field.locator("input").fill(value)
     dialog.get_by_role("heading").first.click()  # move the focus out of the last field, so it validates
     settle(page)
-    path = out / "mirror-trigger-form.png"
-    dialog.screenshot(path=path, animations="disabled")
-    page.keyboard.press("Escape")
+    path = out / name
+    # A dialog taller than the viewport (four params with descriptions) would be cut off at its bottom.
+    with viewport_height(page, dialog.evaluate("el => el.offsetHeight") + 2 * DIALOG_MARGIN):
+        dialog.screenshot(path=path, animations="disabled")
+        page.keyboard.press("Escape")
     return path
+
+
+def shoot_flow(page: Page, url: str, flow: str, out: Path, heartbeats_wait: float) -> list[Path]:
+    """The flow's failover and failback Trigger dialogs (defaults), and its heartbeats DAG's page once it ran.
+
+    A DAG the flow lacks, or a heartbeats DAG without a successful run after ``heartbeats_wait`` seconds,
+    is skipped with a warning.
+    """
+    present = set(dag_ids(page, url, flow))
+    paths = []
+    for kind, fields in FLOW_FORMS.items():
+        dag_id = f"{kind}__{flow}"
+        if dag_id not in present:
+            print(f"warning: no DAG {dag_id}; skipping {kind}-trigger-form.png", flush=True)
+            continue
+        paths.append(
+            shoot_trigger_form(page, url, dag_id, out, name=f"{kind}-trigger-form.png", fill={}, fields=fields)
+        )
+    heartbeats = f"heartbeats__{flow}"
+    if heartbeats not in present:
+        print(f"warning: no DAG {heartbeats}; skipping heartbeats-dag-grid.png", flush=True)
+    elif wait_for_runs(page, url, [heartbeats], 1, heartbeats_wait, what=heartbeats):
+        paths.append(shoot_dag_grid(page, url, heartbeats, out, name="heartbeats-dag-grid.png", task="emit_heartbeats"))
+    else:
+        print("warning: skipping heartbeats-dag-grid.png (no successful heartbeats run yet)", flush=True)
+    return paths
 
 
 # --------------------------------------------------------------------------
@@ -405,10 +494,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--dag", default=DEFAULT_DAG, help=f"DAG for the grid and trigger shots (default: {DEFAULT_DAG})"
     )
+    parser.add_argument(
+        "--flow",
+        default=DEFAULT_FLOW,
+        help=f"flow (<src>__<tgt>) of the failover, failback and heartbeats shots (default: {DEFAULT_FLOW})",
+    )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (default: docs/img)")
     parser.add_argument("--chromium", default=DEFAULT_CHROMIUM, help=f"Chromium binary (default: {DEFAULT_CHROMIUM})")
     parser.add_argument("--runs", type=int, default=1, help="successful runs per mirror DAG to wait for (default: 1)")
     parser.add_argument("--wait", type=float, default=600, help="seconds to wait for them (default: 600)")
+    parser.add_argument(
+        "--heartbeats-wait",
+        type=float,
+        default=HEARTBEATS_WAIT,
+        help=f"seconds to wait for a successful run of the heartbeats DAG (default: {HEARTBEATS_WAIT})",
+    )
     return parser.parse_args(argv)
 
 
@@ -433,6 +533,7 @@ def take_screenshots(target: Target, args: argparse.Namespace) -> list[Path]:
                 shoot_dag_list(page, target.url, dags, args.out),
                 shoot_dag_grid(page, target.url, args.dag, args.out),
                 shoot_trigger_form(page, target.url, args.dag, args.out),
+                *shoot_flow(page, target.url, args.flow, args.out, args.heartbeats_wait),
             ]
         except PlaywrightError as exc:  # a page did not look as expected: keep what the browser saw
             seen = Path(tempfile.gettempdir()) / "mirrorflow-screenshot-failed.png"

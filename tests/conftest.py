@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -18,7 +19,9 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any, ClassVar
 
 import pytest
 
@@ -152,3 +155,30 @@ def topic_factory(request: pytest.FixtureRequest) -> TopicFactory:
         return create_topic(cluster_bootstrap, name, partitions=partitions, config=config)
 
     return make
+
+
+class _Webhook(BaseHTTPRequestHandler):
+    """A local webhook receiver: alerts and failover notifications are POSTed here in tests."""
+
+    received: ClassVar[list[dict[str, Any]]] = []
+
+    def do_POST(self) -> None:
+        type(self).received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def webhook() -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """(URL with a secret-looking path, the JSON documents received so far)."""
+    _Webhook.received = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Webhook)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/hooks/s3cr3t", _Webhook.received
+    finally:
+        server.shutdown()
+        server.server_close()

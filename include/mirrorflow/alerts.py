@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-Kind = Literal["alert", "recovery"]
+Kind = Literal["alert", "recovery", "failover", "failback"]
 State = Literal["fresh", "stale"]
 
 

@@ -106,7 +106,7 @@ def notify(flow: FlowConfig, kind: Kind, payload: Mapping[str, Any], context: Ma
     ``mirrorflow.alerts.notifiers`` in order.
     """
     message = str(payload.get("message") or f"{flow.name}: {kind}")
-    (log.warning if kind == "alert" else log.info)("mirrorflow heartbeat %s: %s", kind, message)
+    (log.warning if kind == "alert" else log.info)("mirrorflow %s: %s", kind, message)
     failed: list[str] = []
     url = flow.get(WEBHOOK_KEY).strip()
     if url:

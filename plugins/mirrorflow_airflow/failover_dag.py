@@ -19,10 +19,33 @@ from airflow.sdk.exceptions import AirflowSkipException
 from include.mirrorflow.config import ConfigError, FlowConfig, load_config
 from include.mirrorflow.config.location import config_path
 from include.mirrorflow.failover import drain, failback, plan, report
+from mirrorflow_airflow.alerting import notify
 from mirrorflow_airflow.hooks import MirrorflowHook
 from mirrorflow_airflow.mirror_dag import DEFAULT_ARGS, START_DATE
 
 log = logging.getLogger(__name__)
+
+
+def announce(config_file: Path, name: str, kind: str, moved: dict[str, Any], state: str) -> list[str]:
+    """The failover/failback notification on the alert channels (log, webhook, notifiers); failed channels."""
+    groups = moved["groups"]
+    done = [g["group"] for g in groups if not g["refused"]]
+    refused = {g["group"]: g["refused"] for g in groups if g["refused"]}
+    message = (
+        f"{kind} of {name} ({moved['mode']}{', dry run' if moved['dry_run'] else ''}): {state}; "
+        f"{len(done)} group(s) {'would move' if moved['dry_run'] else 'moved'}, {len(refused)} refused"
+    )
+    payload = {
+        "kind": kind,
+        "flow": name,
+        "state": state,
+        "mode": moved["mode"],
+        "dry_run": moved["dry_run"],
+        "groups": done,
+        "refused": refused,
+        "message": message,
+    }
+    return notify(MirrorflowHook(config_file).flow(name), kind, payload, get_current_context())  # type: ignore[arg-type]
 
 
 def failover_params() -> dict[str, Param]:
@@ -147,7 +170,8 @@ def build_failover_dag(flow: FlowConfig, config_file: Path) -> DAG:
             """The failover report as Markdown (in the log) and JSON (the task's output)."""
             markdown = report.render_markdown(plan.plan_from_dict(moved))
             log.info("failover %s (%s):\n%s", name, state, markdown)
-            return {"state": state, "markdown": markdown, "report": moved}
+            failed = announce(config_file, name, "failover", moved, state)
+            return {"state": state, "markdown": markdown, "report": moved, "notification_failures": failed}
 
         moved = move_groups()
         preflight() >> final_copy() >> moved
@@ -233,7 +257,8 @@ def build_failback_dag(flow: FlowConfig, config_file: Path) -> DAG:
         def failback_report(moved: dict[str, Any], state: str) -> dict[str, Any]:
             markdown = report.render_markdown(plan.plan_from_dict(moved))
             log.info("failback %s (%s):\n%s", name, state, markdown)
-            return {"state": state, "markdown": markdown, "report": moved}
+            failed = announce(config_file, name, "failback", moved, state)
+            return {"state": state, "markdown": markdown, "report": moved, "notification_failures": failed}
 
         moved = move_groups()
         preflight() >> copy_back() >> moved

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, webhook: Any) -> Iterator[dict[str, Any]]:
     """Two clusters of this test's own, data replicated, a group half way through, checkpoints written."""
     ports = distinct_free_ports(2)
     specs = (ClusterSpec("primary", ports[0]), ClusterSpec("backup", ports[1]))
@@ -41,6 +41,7 @@ def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str,
         "replication.factor = 1\noffset-syncs.topic.replication.factor = 1\ncheckpoints.topic.replication.factor = 1\n"
         "heartbeats.topic.replication.factor = 1\noffset-syncs.topic.location = target\n"
         "sync.topic.acls.enabled = false\nmirrorflow.unit.max.records = 9\n"
+        f"mirrorflow.alerts.webhook.url = {webhook[0]}\n"
     )
     topic = create_topic(primary, f"{prefix}.orders", partitions=2)
     produce(primary, topic, [{"value": b"o%d" % i, "partition": i % 2} for i in range(50)])
@@ -60,6 +61,7 @@ def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str,
             "group": group,
             "flow": config.flow("primary", "backup"),
             "expected": [r.value for r in read_all(primary, topic) if r.offset >= {0: 11, 1: 17}[r.partition]],
+            "notifications": webhook[1],
         }
     finally:
         manager.down(timeout=30)
@@ -85,6 +87,13 @@ def test_disaster_failover_moves_the_group_exactly(setup: dict[str, Any], airflo
     }
     out = run.get_task_instance("report").xcom_pull(task_ids="report")
     assert out["state"] == "failed-over" and f"## {setup['group']}" in out["markdown"]
+    [note] = setup["notifications"]  # the failover is announced on the alert channels, once
+    assert (note["kind"], note["state"], note["groups"], note["refused"]) == (
+        "failover",
+        "failed-over",
+        [setup["group"]],
+        {},
+    )
     got = resume(setup["backup"], setup["group"], [f"primary.{setup['topic']}"], len(setup["expected"]))
     assert sorted(got) == sorted(setup["expected"])  # no lost record, no duplicate
     assert failed_over_since(setup["flow"]) is not None  # the mirror DAGs now skip

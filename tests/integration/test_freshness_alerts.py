@@ -10,13 +10,11 @@ deferred trigger in-process) while the primary is down, and once more after it i
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 
@@ -36,30 +34,6 @@ READ_SLACK_S = 1.5
 FLOW = "primary->backup"
 STATE_KEY = "mirrorflow_alert_state__primary__backup"
 FAILOVER_DAG = "failover__primary__backup"
-
-
-class _Webhook(BaseHTTPRequestHandler):
-    received: ClassVar[list[dict[str, Any]]] = []
-
-    def do_POST(self) -> None:
-        type(self).received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-        self.send_response(204)
-        self.end_headers()
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
-@pytest.fixture
-def webhook() -> Iterator[tuple[str, list[dict[str, Any]]]]:
-    _Webhook.received = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Webhook)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/hooks/s3cr3t", _Webhook.received
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @pytest.fixture
