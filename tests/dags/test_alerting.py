@@ -125,7 +125,7 @@ def test_notify_tries_every_channel_and_masks_the_webhook(webhook_url: str, capl
     assert failed == [f"{here}.BrokenNotifier: RuntimeError: pager service down"]
     assert _Hook.received == [payload]
     assert RECEIVED == [("callable", payload), ("message", "a->b: replication is STALE")]
-    assert "mirrorflow heartbeat alert: a->b: replication is STALE" in caplog.text
+    assert "mirrorflow alert: a->b: replication is STALE" in caplog.text
     assert "s3cr3t" not in caplog.text
     assert "s3cr3t" not in redact(f"posting to {webhook_url}")  # registered with Airflow's secrets masker
 
