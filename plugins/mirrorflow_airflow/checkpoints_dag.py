@@ -22,10 +22,9 @@ from airflow.sdk import DAG, AssetAny, AssetOrTimeSchedule, DeltaTriggerTimetabl
 from include.mirrorflow import preflight
 from include.mirrorflow.checkpoints.emit import emit_checkpoints as emit
 from include.mirrorflow.checkpoints.groupsync import sync_group_offsets as sync
-from include.mirrorflow.config import ConfigError, FlowConfig, load_config
-from include.mirrorflow.config.location import config_path
+from include.mirrorflow.config import FlowConfig
 from mirrorflow_airflow.hooks import MirrorflowHook
-from mirrorflow_airflow.mirror_dag import DEFAULT_ARGS, START_DATE, mirror_asset
+from mirrorflow_airflow.mirror_dag import DEFAULT_ARGS, START_DATE, configured_flows, mirror_asset
 
 log = logging.getLogger(__name__)
 
@@ -140,14 +139,6 @@ def build_checkpoints_dag(flow: FlowConfig, config_file: Path) -> DAG:
 
 def checkpoints_dags(config_file: str | Path | None = None) -> dict[str, DAG]:
     """One checkpoints DAG per enabled flow that emits checkpoints (``emit.checkpoints.enabled``)."""
-    path = Path(config_file) if config_file else config_path()
-    try:
-        config = load_config(path, partial=True)
-    except ConfigError:
-        return {}  # dags/mirrorflow_config.py shows the errors
-    dags = {}
-    for flow in config.enabled_flows():
-        if flow.get_bool("emit.checkpoints.enabled"):
-            dag = build_checkpoints_dag(flow, path)
-            dags[dag.dag_id] = dag
-    return dags
+    path, flows = configured_flows(config_file)
+    dags = (build_checkpoints_dag(f, path) for f in flows if f.get_bool("emit.checkpoints.enabled"))
+    return {dag.dag_id: dag for dag in dags}

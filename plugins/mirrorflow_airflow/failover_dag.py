@@ -16,12 +16,11 @@ from typing import Any
 from airflow.sdk import DAG, Param, get_current_context, task
 from airflow.sdk.exceptions import AirflowSkipException
 
-from include.mirrorflow.config import ConfigError, FlowConfig, load_config
-from include.mirrorflow.config.location import config_path
+from include.mirrorflow.config import FlowConfig
 from include.mirrorflow.failover import drain, failback, plan, report
 from mirrorflow_airflow.alerting import notify
 from mirrorflow_airflow.hooks import MirrorflowHook
-from mirrorflow_airflow.mirror_dag import DEFAULT_ARGS, START_DATE
+from mirrorflow_airflow.mirror_dag import DEFAULT_ARGS, START_DATE, configured_flows
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +45,35 @@ def announce(config_file: Path, name: str, kind: str, moved: dict[str, Any], sta
         "message": message,
     }
     return notify(MirrorflowHook(config_file).flow(name), kind, payload, get_current_context())  # type: ignore[arg-type]
+
+
+def _params() -> dict[str, Any]:
+    return dict(get_current_context()["params"])
+
+
+def record_and_report(config_file: Path, name: str, kind: str, record_task: str, done: str, moved: Any) -> None:
+    """The last two steps of a failover or failback: the audit record, then the report and the notification.
+
+    ``record_task`` is the step's name in the DAG (``stop_mirroring``, ``restore_mirroring``); ``done`` is the
+    state it records unless the run is dry (``failed-over``, ``failed-back``): the mirror DAGs read it.
+    """
+
+    @task(task_id=record_task)
+    def record(moved: dict[str, Any]) -> str:
+        """Record the run on the target's failover log (dry runs too; only real runs change the flow's state)."""
+        state = "dry-run" if moved["dry_run"] else done
+        report.record(MirrorflowHook(config_file).flow(name), plan.plan_from_dict(moved), state=state)
+        return state
+
+    @task(task_id="report")
+    def publish(moved: dict[str, Any], state: str) -> dict[str, Any]:
+        """The report as Markdown (in the log) and JSON (the task's output), announced on the alert channels."""
+        markdown = report.render_markdown(plan.plan_from_dict(moved))
+        log.info("%s %s (%s):\n%s", kind, name, state, markdown)
+        failed = announce(config_file, name, kind, moved, state)
+        return {"state": state, "markdown": markdown, "report": moved, "notification_failures": failed}
+
+    publish(moved, record(moved))
 
 
 def failover_params() -> dict[str, Param]:
@@ -120,13 +148,10 @@ def build_failover_dag(flow: FlowConfig, config_file: Path) -> DAG:
         params=failover_params(),
     ) as dag:
 
-        def params() -> dict[str, Any]:
-            return dict(get_current_context()["params"])
-
         @task(task_id="preflight")
         def preflight() -> dict[str, Any]:
             """Target reachable, checkpoints present (and how old), the groups that would move."""
-            p = params()
+            p = _params()
             dry = plan.plan_failover(
                 MirrorflowHook(config_file).flow(name), mode=p["mode"], groups=p["groups"], force=p["force"]
             )
@@ -143,7 +168,7 @@ def build_failover_dag(flow: FlowConfig, config_file: Path) -> DAG:
         @task(task_id="final_copy")
         def final_copy() -> dict[str, Any]:
             """Planned mode: copy until lag 0 and emit final checkpoints (skipped for disaster and dry runs)."""
-            p = params()
+            p = _params()
             if p["mode"] != "planned" or p["dry_run"]:
                 raise AirflowSkipException(f"mode {p['mode']}{', dry run' if p['dry_run'] else ''}: no final copy")
             return drain.drain(MirrorflowHook(config_file).load(), name).__dict__
@@ -151,31 +176,16 @@ def build_failover_dag(flow: FlowConfig, config_file: Path) -> DAG:
         @task(task_id="move_groups", trigger_rule="none_failed")
         def move_groups() -> dict[str, Any]:
             """Target offsets per group and partition; committed on the target unless dry run."""
-            p = params()
+            p = _params()
             live = MirrorflowHook(config_file).flow(name)
             planned = plan.plan_failover(
                 live, mode=p["mode"], groups=p["groups"], force=p["force"], dry_run=p["dry_run"]
             )
             return plan.apply_plan(live, planned).to_dict()
 
-        @task(task_id="stop_mirroring")
-        def stop_mirroring(moved: dict[str, Any]) -> str:
-            """Record the failover on the target; from then on the flow's mirror DAGs skip (not for dry runs)."""
-            state = "dry-run" if moved["dry_run"] else "failed-over"
-            report.record(MirrorflowHook(config_file).flow(name), plan.plan_from_dict(moved), state=state)
-            return state
-
-        @task(task_id="report")
-        def failover_report(moved: dict[str, Any], state: str) -> dict[str, Any]:
-            """The failover report as Markdown (in the log) and JSON (the task's output)."""
-            markdown = report.render_markdown(plan.plan_from_dict(moved))
-            log.info("failover %s (%s):\n%s", name, state, markdown)
-            failed = announce(config_file, name, "failover", moved, state)
-            return {"state": state, "markdown": markdown, "report": moved, "notification_failures": failed}
-
         moved = move_groups()
         preflight() >> final_copy() >> moved
-        failover_report(moved, stop_mirroring(moved))
+        record_and_report(config_file, name, "failover", "stop_mirroring", "failed-over", moved)
     return dag
 
 
@@ -216,22 +226,19 @@ def build_failback_dag(flow: FlowConfig, config_file: Path) -> DAG:
         params=params,
     ) as dag:
 
-        def run_params() -> dict[str, Any]:
-            return dict(get_current_context()["params"])
-
         @task(task_id="preflight")
         def preflight() -> dict[str, Any]:
             """Both clusters answer and the flow is failed over (unless force)."""
             live = MirrorflowHook(config_file).flow(name)
             state = report.failover_state(live)
-            if (state is None or state["state"] != "failed-over") and not run_params()["force"]:
+            if (state is None or state["state"] != "failed-over") and not _params()["force"]:
                 raise RuntimeError(f"{name} is not failed over (last record: {state and state['state']}); set force")
             return {"failed_over_at": state and state["report"]["started_at"]}
 
         @task(task_id="copy_back")
         def copy_back() -> int:
             """What producers wrote to the target during the outage, copied to the source (not in a dry run)."""
-            if run_params()["dry_run"]:
+            if _params()["dry_run"]:
                 raise AirflowSkipException("dry run: nothing copied")
             hook = MirrorflowHook(config_file)
             config = hook.load()
@@ -240,41 +247,20 @@ def build_failback_dag(flow: FlowConfig, config_file: Path) -> DAG:
         @task(task_id="move_groups", trigger_rule="none_failed")
         def move_groups() -> dict[str, Any]:
             """Each group's offsets translated back and committed on the source (unless dry run)."""
-            p = run_params()
+            p = _params()
             config = MirrorflowHook(config_file).load()
             live = config.flow(flow.source, flow.target)
             planned = failback.plan_failback(config, live, groups=p["groups"], force=p["force"], dry_run=p["dry_run"])
             return plan.apply_plan(failback.reverse_flow(config, live), planned).to_dict()
 
-        @task(task_id="restore_mirroring")
-        def restore_mirroring(moved: dict[str, Any]) -> str:
-            """Record the failback: the flow's mirror DAGs run again (not for dry runs)."""
-            state = "dry-run" if moved["dry_run"] else "failed-back"
-            report.record(MirrorflowHook(config_file).flow(name), plan.plan_from_dict(moved), state=state)
-            return state
-
-        @task(task_id="report")
-        def failback_report(moved: dict[str, Any], state: str) -> dict[str, Any]:
-            markdown = report.render_markdown(plan.plan_from_dict(moved))
-            log.info("failback %s (%s):\n%s", name, state, markdown)
-            failed = announce(config_file, name, "failback", moved, state)
-            return {"state": state, "markdown": markdown, "report": moved, "notification_failures": failed}
-
         moved = move_groups()
         preflight() >> copy_back() >> moved
-        failback_report(moved, restore_mirroring(moved))
+        record_and_report(config_file, name, "failback", "restore_mirroring", "failed-back", moved)
     return dag
 
 
 def failover_dags(config_file: str | Path | None = None) -> dict[str, DAG]:
-    path = Path(config_file) if config_file else config_path()
-    try:
-        config = load_config(path, partial=True)
-    except ConfigError:
-        return {}  # dags/mirrorflow_config.py shows the errors
-    dags = {}
-    for flow in config.enabled_flows():
-        for build in (build_failover_dag, build_failback_dag):
-            dag = build(flow, path)
-            dags[dag.dag_id] = dag
-    return dags
+    """A failover and a failback DAG per enabled flow."""
+    path, flows = configured_flows(config_file)
+    dags = (build(f, path) for f in flows for build in (build_failover_dag, build_failback_dag))
+    return {dag.dag_id: dag for dag in dags}

@@ -23,13 +23,12 @@ from airflow.sdk import DAG, TriggerRule, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowRuntimeError
 
 from include.mirrorflow import alerts, heartbeats
-from include.mirrorflow.config import ConfigError, FlowConfig, Schedule, load_config
-from include.mirrorflow.config.location import config_path
+from include.mirrorflow.config import FlowConfig, Schedule
 from include.mirrorflow.config.model import parse_schedule
 from mirrorflow_airflow import alerting
 from mirrorflow_airflow.freshness import DEFAULT_WATCH, POLL_KEY, HeartbeatFreshnessSensor
 from mirrorflow_airflow.hooks import MirrorflowHook
-from mirrorflow_airflow.mirror_dag import DEFAULT_ARGS, START_DATE, airflow_schedule
+from mirrorflow_airflow.mirror_dag import DEFAULT_ARGS, START_DATE, airflow_schedule, configured_flows
 
 log = logging.getLogger(__name__)
 
@@ -191,14 +190,7 @@ def build_heartbeats_dag(flow: FlowConfig, config_file: Path, *, watch: timedelt
 
 
 def heartbeats_dags(config_file: str | Path | None = None) -> dict[str, DAG]:
-    path = Path(config_file) if config_file else config_path()
-    try:
-        config = load_config(path, partial=True)
-    except ConfigError:
-        return {}  # dags/mirrorflow_config.py shows the errors
-    dags = {}
-    for flow in config.enabled_flows():
-        if flow.emits_heartbeats:
-            dag = build_heartbeats_dag(flow, path)
-            dags[dag.dag_id] = dag
-    return dags
+    """One heartbeats DAG per enabled flow that emits heartbeats (``emit.heartbeats.enabled``)."""
+    path, flows = configured_flows(config_file)
+    dags = (build_heartbeats_dag(f, path) for f in flows if f.emits_heartbeats)
+    return {dag.dag_id: dag for dag in dags}

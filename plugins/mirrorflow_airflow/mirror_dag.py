@@ -162,23 +162,25 @@ def build_mirror_dag(flow: FlowConfig, family: str, config_file: Path) -> DAG:
     return dag
 
 
-def mirror_dags(config_file: str | Path | None = None) -> dict[str, DAG]:
-    """Every mirror DAG of the configuration, by id; flows with broken settings are left out.
+def configured_flows(config_file: str | Path | None = None) -> tuple[Path, list[FlowConfig]]:
+    """The configuration file and its enabled flows, for every DAG factory; flows with broken settings left out.
 
-    Errors are surfaced as an import error by ``dags/mirrorflow_config.py``, naming file and line;
-    here a broken flow only costs its own DAGs.
+    Errors are surfaced as an import error by ``dags/mirrorflow_config.py``, naming file and line; here a
+    broken flow only costs its own DAGs, and a file no flow can be built from gives no DAG at all.
     """
     path = Path(config_file) if config_file else config_path()
     try:
         config = load_config(path, partial=True)
     except ConfigError as exc:
-        log.error("no mirror DAGs: %s", exc)
-        return {}
+        log.error("no DAGs from %s: %s", path, exc)
+        return path, []
     for flow_name, errors in config.broken_flows.items():
         log.error("flow %s has no DAGs until its configuration is fixed: %s", flow_name, "; ".join(errors))
-    dags: dict[str, DAG] = {}
-    for flow in config.enabled_flows():
-        for fam in flow.families:
-            dag = build_mirror_dag(flow, fam.name, path)
-            dags[dag.dag_id] = dag
-    return dags
+    return path, config.enabled_flows()
+
+
+def mirror_dags(config_file: str | Path | None = None) -> dict[str, DAG]:
+    """Every mirror DAG of the configuration, by id (one per enabled flow and family)."""
+    path, flows = configured_flows(config_file)
+    dags = (build_mirror_dag(flow, fam.name, path) for flow in flows for fam in flow.families)
+    return {dag.dag_id: dag for dag in dags}

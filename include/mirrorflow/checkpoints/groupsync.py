@@ -30,7 +30,8 @@ from .emit import committed_offsets, read_checkpoints
 
 log = logging.getLogger(__name__)
 
-_IDLE = (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD)
+#: Group states in which nobody consumes: offsets may be written for the group.
+IDLE_STATES = (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD)
 
 
 @dataclass
@@ -64,7 +65,8 @@ class SyncReport:
         }
 
 
-def _states(admin: Any, groups: list[str], timeout: float) -> dict[str, ConsumerGroupState]:
+def group_states(admin: Any, groups: list[str], timeout: float) -> dict[str, ConsumerGroupState]:
+    """Each group's state on the admin's cluster (UNKNOWN when it cannot be described), one request for all."""
     if not groups:
         return {}
     futures: dict[str, Future] = admin.describe_consumer_groups(groups, request_timeout=timeout)
@@ -73,7 +75,7 @@ def _states(admin: Any, groups: list[str], timeout: float) -> dict[str, Consumer
         try:
             states[group] = future.result(timeout).state
         except KafkaException as exc:
-            log.warning("group %s: cannot describe it on the target: %s", group, exc)
+            log.warning("group %s: cannot describe it: %s", group, exc)
             states[group] = ConsumerGroupState.UNKNOWN
     return states
 
@@ -89,14 +91,14 @@ def sync_group_offsets(flow: FlowConfig, *, groups: str | None = None, timeout: 
             latest[group].append(cp)
     target_admin = clients.admin(flow, "target")
     names = sorted(latest)
-    states = _states(target_admin, names, timeout)
-    current = committed_offsets(target_admin, [g for g in names if states.get(g) in _IDLE], timeout)
+    states = group_states(target_admin, names, timeout)
+    current = committed_offsets(target_admin, [g for g in names if states.get(g) in IDLE_STATES], timeout)
     futures: dict[str, Future] = {}
     for group in names:
         state = states.get(group, ConsumerGroupState.UNKNOWN)
         result = GroupSync(group, state.name)
         report.groups.append(result)
-        if state not in _IDLE:
+        if state not in IDLE_STATES:
             result.skipped = f"active on {flow.target} ({state.name}): its consumers own its offsets"
             log.warning("group %s: %s; not written", group, result.skipped)
             continue
@@ -133,4 +135,4 @@ def sync_group_offsets(flow: FlowConfig, *, groups: str | None = None, timeout: 
     return report
 
 
-__all__ = ["GroupSync", "SyncReport", "sync_group_offsets"]
+__all__ = ["IDLE_STATES", "GroupSync", "SyncReport", "group_states", "sync_group_offsets"]

@@ -17,16 +17,12 @@ import re
 import time
 from datetime import UTC, datetime
 
-from confluent_kafka import ConsumerGroupState
-
 from .. import clients, preflight
 from ..checkpoints.emit import committed_offsets, list_groups, read_translator
 from ..config.model import FlowConfig, MirrorConfig
 from ..replication.executor import LocalExecutor
 from ..replication.run import replicate
-from .plan import FailoverError, FailoverPlan, GroupMove, PartitionMove, _target_states
-
-_IDLE = (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD)
+from .plan import FailoverError, FailoverPlan, Wanted, group_moves
 
 
 def reverse_flow(config: MirrorConfig, flow: FlowConfig) -> FlowConfig:
@@ -78,37 +74,20 @@ def plan_failback(
         if flow.group_filter.should_replicate_group(g) and (only is None or only.fullmatch(g))
     ]
     offsets = committed_offsets(target_admin, names, timeout)
-    home: dict[str, dict[tuple[str, int], tuple[int, int | None, str]]] = {}
+    home: Wanted = {}
     for group, tps in offsets.items():
         for (topic, partition), (offset, _meta) in tps.items():
             if flow.policy.topic_source(topic) == flow.source:  # primary.orders -> orders
                 original = flow.policy.upstream_topic(topic) or topic
                 t = forward_runs.translate_back(original, partition, offset)
-                home.setdefault(group, {})[(original, partition)] = (offset, t.downstream, t.kind)
+                home.setdefault(group, {})[(original, partition)] = (offset, t.downstream, t.kind, 0)
             elif back.should_replicate_topic(topic):  # orders on backup -> backup.orders on primary
                 t = reverse_runs.translate(topic, partition, offset)
                 remote = back.policy.format_remote_topic(back.source, topic)
-                home.setdefault(group, {})[(remote, partition)] = (offset, t.downstream, t.kind)
-    names = sorted(home)
-    if not names:
+                home.setdefault(group, {})[(remote, partition)] = (offset, t.downstream, t.kind, 0)
+    if not home:
         plan.notes.append(f"no group on {flow.target} has offsets to move back")
-    states = _target_states(back, names, timeout)
-    current = committed_offsets(clients.admin(back, "target"), names, timeout)
-    for group in names:
-        state = states.get(group, ConsumerGroupState.UNKNOWN)
-        move = GroupMove(group, state.name)
-        if state not in _IDLE and not force:
-            move.refused = f"active on {flow.source} ({state.name}); set force to include it"
-        have = current.get(group, {})
-        for (topic, partition), (offset, mapped, kind) in sorted(home[group].items()):
-            existing = have.get((topic, partition))
-            part = PartitionMove(topic, partition, offset, mapped, kind, 0, existing[0] if existing else None)
-            if mapped is None:
-                part.action = "skip"
-            elif existing is not None and existing[0] >= mapped:
-                part.action = "keep"
-            move.partitions.append(part)
-        plan.groups.append(move)
+    plan.groups = group_moves(back, home, force=force, timeout=timeout)
     plan.seconds = round(time.monotonic() - started, 3)
     return plan
 

@@ -26,11 +26,11 @@ from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, Ka
 
 from .. import clients, preflight
 from ..checkpoints.emit import committed_offsets, read_checkpoints, read_translator, remote_topic
+from ..checkpoints.groupsync import IDLE_STATES, group_states
 from ..config.model import FlowConfig
 from ..replication.progress import last_record_timestamp
 
 Mode = Literal["planned", "disaster", "failback"]
-_IDLE = (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD)
 
 
 class FailoverError(RuntimeError):
@@ -88,18 +88,37 @@ class FailoverPlan:
         ]
 
 
-def _target_states(flow: FlowConfig, groups: list[str], timeout: float) -> dict[str, ConsumerGroupState]:
-    if not groups:
-        return {}
-    admin = clients.admin(flow, "target")
-    futures: dict[str, Future] = admin.describe_consumer_groups(groups, request_timeout=timeout)
-    states = {}
-    for group, future in futures.items():
-        try:
-            states[group] = future.result(timeout).state
-        except KafkaException:
-            states[group] = ConsumerGroupState.UNKNOWN
-    return states
+#: Per group: (topic, partition) on the cluster written -> (offset on the other cluster, offset to write, kind, rereads).
+Wanted = dict[str, dict[tuple[str, int], tuple[int, int | None, str, int]]]
+
+
+def group_moves(dest: FlowConfig, wanted: Wanted, *, force: bool, timeout: float) -> list[GroupMove]:
+    """What to write into ``dest.target``'s groups: never backwards, active groups refused unless ``force``.
+
+    Shared by failover (``dest`` is the flow) and failback (``dest`` is the reverse pair).
+    """
+    names = sorted(wanted)
+    states = group_states(clients.admin(dest, "target"), names, timeout)
+    current = committed_offsets(clients.admin(dest, "target"), names, timeout)
+    moves = []
+    for group in names:
+        state = states.get(group, ConsumerGroupState.UNKNOWN)
+        move = GroupMove(group, state.name)
+        if state not in IDLE_STATES and not force:
+            move.refused = f"active on {dest.target} ({state.name}); set force to include it"
+        have = current.get(group, {})
+        for (topic, partition), (upstream, downstream, kind, rereads) in sorted(wanted[group].items()):
+            existing = have.get((topic, partition))
+            part = PartitionMove(
+                topic, partition, upstream, downstream, kind, rereads, existing[0] if existing else None
+            )
+            if downstream is None:
+                part.action = "skip"
+            elif existing is not None and existing[0] >= downstream:
+                part.action = "keep"  # never move a target offset backwards
+            move.partitions.append(part)
+        moves.append(move)
+    return moves
 
 
 def plan_failover(
@@ -139,7 +158,7 @@ def plan_failover(
         None if newest is None else round(time.time() - newest / 1000, 1),
     )
     checkpoints = read_checkpoints(flow, timeout)
-    by_group: dict[str, dict[tuple[str, int], tuple[int, int | None, str, int]]] = defaultdict(dict)
+    by_group: Wanted = defaultdict(dict)
     for (group, topic, partition), cp in checkpoints.items():
         by_group[group][(topic, partition)] = (cp.upstream_offset, cp.downstream_offset, "checkpoint", 0)
     if mode == "planned":
@@ -162,25 +181,7 @@ def plan_failover(
             + (f" for groups matching '{groups}'" if groups else "")
             + " (has the checkpoints DAG run?)"
         )
-    states = _target_states(flow, names, timeout)
-    current = committed_offsets(clients.admin(flow, "target"), names, timeout)
-    for group in names:
-        state = states.get(group, ConsumerGroupState.UNKNOWN)
-        move = GroupMove(group, state.name)
-        if state not in _IDLE and not force:
-            move.refused = f"active on {flow.target} ({state.name}); set force to include it"
-        have = current.get(group, {})
-        for (topic, partition), (upstream, downstream, kind, rereads) in sorted(by_group[group].items()):
-            existing = have.get((topic, partition))
-            part = PartitionMove(
-                topic, partition, upstream, downstream, kind, rereads, existing[0] if existing else None
-            )
-            if downstream is None:
-                part.action = "skip"
-            elif existing is not None and existing[0] >= downstream:
-                part.action = "keep"  # never move a target offset backwards
-            move.partitions.append(part)
-        plan.groups.append(move)
+    plan.groups = group_moves(flow, {g: by_group[g] for g in names}, force=force, timeout=timeout)
     plan.seconds = round(time.monotonic() - started, 3)
     return plan
 
