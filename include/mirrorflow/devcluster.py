@@ -40,6 +40,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .config.location import REPO_ROOT
 from .processes import (
     PidRecord,
     children,
@@ -69,8 +70,6 @@ __all__ = [
     "wait_for_kafka",
 ]
 
-#: Repository root, derived from this file's location (include/mirrorflow/devcluster.py).
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 #: Lines of the broker log shown in error messages.
 _LOG_TAIL_LINES = 20

@@ -13,11 +13,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
-
 from . import clients
 from .config.model import FlowConfig, MirrorConfig, Side
-from .replication.progress import ensure_compacted_topic
+from .replication.progress import ensure_compacted_topic, read_tail
 from .wire import Heartbeat, WireFormatError
 
 
@@ -91,38 +89,15 @@ def newest_heartbeat(
 ) -> int | None:
     """Timestamp (ms) of the newest heartbeat in ``topic`` on ``side`` (default: ``<src>.heartbeats`` on the target)."""
     topic = topic or replicated_heartbeats_topic(flow)
-    consumer = Consumer(
-        {**clients.client_properties(flow, side, "consumer"), "enable.auto.commit": False, "enable.partition.eof": True}
-    )
-    try:
-        tp = TopicPartition(topic, 0)
+    config = clients.client_properties(flow, side, "consumer")
+    newest: int | None = None
+    for message in read_tail(config, topic, 0, 50, timeout):  # compacted: the tail holds the newest
         try:
-            low, high = consumer.get_watermark_offsets(tp, timeout=timeout)
-        except KafkaException as exc:
-            if exc.args[0].code() in (KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART):
-                return None
-            raise
-        if high <= low:
-            return None
-        consumer.assign([TopicPartition(topic, 0, max(low, high - 50))])  # compacted: the tail holds the newest
-        newest: int | None = None
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is None:
-                continue
-            if message.error():
-                break  # end of partition
-            try:
-                beat = Heartbeat.decode(message.key() or b"", message.value() or b"")
-            except WireFormatError:
-                continue
-            newest = beat.timestamp_ms if newest is None else max(newest, beat.timestamp_ms)
-            if message.offset() + 1 >= high:
-                break
-        return newest
-    finally:
-        consumer.close()
+            beat = Heartbeat.decode(message.key() or b"", message.value() or b"")
+        except WireFormatError:
+            continue
+        newest = beat.timestamp_ms if newest is None else max(newest, beat.timestamp_ms)
+    return newest
 
 
 def threshold_seconds(flow: FlowConfig) -> float:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 
 from include.mirrorflow.config.location import REPO_ROOT
 from include.mirrorflow.config.model import parse_duration
+from include.mirrorflow.replication.spark_env import spark_environment
 
 from .hooks import MirrorflowHook
 
@@ -41,21 +41,6 @@ def app_arguments(config: Path, flow: str, family: str, params: dict[str, Any], 
     if names:
         args += ["--topics", ",".join(names)]
     return args
-
-
-def spark_process_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
-    """spark-submit is looked up on PATH and executors start ``python3``: both must be this venv's."""
-    environ = dict(os.environ if environ is None else environ)
-    venv_bin = str(Path(sys.executable).parent)
-    path = environ.get("PATH", "")
-    env = {
-        "PATH": path if path.split(os.pathsep)[:1] == [venv_bin] else os.pathsep.join(filter(None, [venv_bin, path])),
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), environ.get("PYTHONPATH")])),
-        "PYSPARK_PYTHON": environ.get("PYSPARK_PYTHON", sys.executable),
-        "PYSPARK_DRIVER_PYTHON": environ.get("PYSPARK_DRIVER_PYTHON", sys.executable),
-        "SPARK_LOCAL_IP": environ.get("SPARK_LOCAL_IP", "127.0.0.1"),
-    }
-    return env
 
 
 class MirrorFamilyOperator(SparkSubmitOperator):
@@ -78,7 +63,11 @@ class MirrorFamilyOperator(SparkSubmitOperator):
                 hook.config_file, self.flow, self.family, dict(context["params"]), report_path
             )
             # Set after templating, so connection secrets never land in the rendered-fields view.
-            self.env_vars = {**(self.env_vars or {}), **spark_process_environment(), **hook.spark_environment()}
+            self.env_vars = {
+                **(self.env_vars or {}),
+                **spark_environment(os.environ, keep_choices=True),
+                **hook.spark_environment(),
+            }
             self._hook = None  # a retry builds a new hook with these arguments
             try:
                 super().execute(context)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from include.mirrorflow.config import overrides as ov
+from include.mirrorflow.replication.spark_env import spark_environment
 
 
 @pytest.fixture
@@ -62,11 +63,9 @@ def test_the_spark_app_gets_its_arguments_from_the_params(tmp_path: Path) -> Non
 
 
 def test_spark_submit_and_the_executors_use_this_installation() -> None:
-    from mirrorflow_airflow.operators import spark_process_environment
-
-    env = spark_process_environment({"PATH": "/usr/bin", "PYSPARK_PYTHON": "/opt/py"})
+    env = spark_environment({"PATH": "/usr/bin", "PYSPARK_PYTHON": "/opt/py"}, keep_choices=True)
     venv_bin = str(Path(sys.executable).parent)
     assert env["PATH"] == os.pathsep.join([venv_bin, "/usr/bin"])
     assert env["PYSPARK_PYTHON"] == "/opt/py"  # an operator's choice is kept (cluster masters)
     assert env["PYSPARK_DRIVER_PYTHON"] == sys.executable
-    assert spark_process_environment({"PATH": env["PATH"]})["PATH"] == env["PATH"]  # never added twice
+    assert spark_environment({"PATH": env["PATH"]}, keep_choices=True)["PATH"] == env["PATH"]  # never added twice

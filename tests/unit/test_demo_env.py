@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from include.mirrorflow.config import load_config
+from include.mirrorflow.config.location import REPO_ROOT
 from include.mirrorflow.demo.airflow_env import admin_login, airflow_environment, jwt_secret
 from include.mirrorflow.demo.stack import demo_dags
-from include.mirrorflow.devcluster import REPO_ROOT
 
 CONFIG = REPO_ROOT / "include" / "config" / "mm2.properties"
 BASE = {"PATH": "/usr/bin:/bin", "PYTHONPATH": "/opt/lib", "HOME": "/home/someone", "LANG": "C.UTF-8"}

@@ -16,12 +16,13 @@ import contextlib
 import json
 import os
 import secrets
-import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from ..devcluster import REPO_ROOT, free_port
+from ..config.location import REPO_ROOT
+from ..devcluster import free_port
 from ..redact import redact_mapping
+from ..replication.spark_env import spark_environment
 
 __all__ = [
     "ADMIN_USER",
@@ -148,22 +149,11 @@ def _airflow_settings(home: Path, api_port: int) -> dict[str, str]:
     }
 
 
-def _prepend(entry: str, current: str | None) -> str:
-    """``entry`` first in a PATH-like list, without a second copy of it further down."""
-    rest = [item for item in (current or "").split(os.pathsep) if item and item != entry]
-    return os.pathsep.join([entry, *rest])
-
-
 def _runtime_settings(config_path: Path, env: Mapping[str, str]) -> dict[str, str]:
-    venv_bin = str(Path(sys.executable).parent)
     return {
         "MIRRORFLOW_CONFIG": str(Path(config_path).absolute()),
         "AIRFLOW_CONN_SPARK_DEFAULT": SPARK_CONNECTION,
-        "PATH": _prepend(venv_bin, env.get("PATH")),
-        "PYSPARK_PYTHON": sys.executable,
-        "PYSPARK_DRIVER_PYTHON": sys.executable,
-        "SPARK_LOCAL_IP": "127.0.0.1",
-        "PYTHONPATH": _prepend(str(REPO_ROOT), env.get("PYTHONPATH")),
+        **spark_environment(env, keep_choices=False),
     }
 
 

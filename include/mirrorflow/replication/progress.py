@@ -148,22 +148,25 @@ def read_progress(
     return result
 
 
-def last_record_timestamp(
-    consumer_config: dict[str, Any], topic: str, partition: int = 0, timeout: float = 15.0
-) -> int | None:
-    """Timestamp (ms) of the last record of a partition (None when empty or absent): how fresh an internal topic is."""
+def read_tail(
+    consumer_config: dict[str, Any], topic: str, partition: int = 0, count: int = 20, timeout: float = 15.0
+) -> list[Any]:
+    """The last ``count`` messages of a partition (fewer when shorter; none when empty or absent).
+
+    For the newest state in a compacted internal topic (heartbeats, checkpoints) without reading all of it.
+    """
     consumer = Consumer({**consumer_config, "enable.auto.commit": False, "enable.partition.eof": True})
     try:
         try:
             low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
         except KafkaException as exc:
             if exc.args[0].code() in _ABSENT:
-                return None
+                return []
             raise
         if high <= low:
-            return None
-        consumer.assign([TopicPartition(topic, partition, max(low, high - 20))])
-        newest: int | None = None
+            return []
+        consumer.assign([TopicPartition(topic, partition, max(low, high - count))])
+        tail: list[Any] = []
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             message = consumer.poll(0.5)
@@ -171,9 +174,16 @@ def last_record_timestamp(
                 continue
             if message.error():
                 break  # end of partition
-            newest = max(newest or 0, message.timestamp()[1])
+            tail.append(message)
             if message.offset() + 1 >= high:
                 break
-        return newest
+        return tail
     finally:
         consumer.close()
+
+
+def last_record_timestamp(
+    consumer_config: dict[str, Any], topic: str, partition: int = 0, timeout: float = 15.0
+) -> int | None:
+    """Timestamp (ms) of the last record of a partition (None when empty or absent): how fresh an internal topic is."""
+    return max((m.timestamp()[1] for m in read_tail(consumer_config, topic, partition, 20, timeout)), default=None)
