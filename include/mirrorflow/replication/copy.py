@@ -7,8 +7,12 @@ records and writes the progress record (and, when they live on the target, the o
 same transaction. Either all of it becomes visible or none of it does, so consumers reading
 read_committed never see a duplicate or a gap, whatever failed and whenever.
 
-At-least-once: an idempotent producer; progress is written only after every record is acknowledged,
-so a failure can repeat records but never lose one.
+At-least-once: an idempotent producer; progress is written only after every record before it is
+acknowledged, so a failure can repeat records but never lose one. Progress is checkpointed inside a unit
+too (``CHECKPOINT_EVERY_RECORDS``, ``CHECKPOINT_EVERY_S``), so a crash repeats at most that many records.
+
+Failures are worded in Kafka's terms (error name, topic, partition, offset) and marked retriable when
+they are transient (a broker restarting, a leader moving), so the run retries the unit rather than fail.
 """
 
 from __future__ import annotations
@@ -22,30 +26,102 @@ from typing import Any
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from ..wire import CopiedRun, OffsetSync, source_offset_value
-from .progress import read_progress
+from .progress import StoredProgress, read_stored_progress
 from .units import LossEvent, Run, UnitResult, UnitSpec
 
 # The test broker answers a fetch with a partition's whole backlog (see platform notes); a large
 # receive limit lets librdkafka accept it. Harmless against Apache Kafka, which honours fetch sizes.
 _RECEIVE_MAX = 200 * 1024 * 1024
 
+CHECKPOINT_EVERY_S = 1.0
+CHECKPOINT_EVERY_RECORDS = 10_000
+"""At-least-once: a unit stores progress at least every second and every 10,000 records of a partition, so a
+crash repeats at most 10,000 records per partition (fewer at low rates)."""
+
+_FENCED = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
+
+# Errors Kafka itself does not flag retriable but that a broker restart or a moving leader produces.
+_TRANSIENT = {
+    KafkaError._TRANSPORT,
+    KafkaError._ALL_BROKERS_DOWN,
+    KafkaError._TIMED_OUT,
+    KafkaError._MSG_TIMED_OUT,
+    KafkaError._WAIT_COORD,
+    KafkaError._RESOLVE,
+    KafkaError._UNKNOWN_PARTITION,
+    KafkaError.REQUEST_TIMED_OUT,
+    KafkaError.NETWORK_EXCEPTION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.CONCURRENT_TRANSACTIONS,
+    KafkaError.NOT_ENOUGH_REPLICAS,
+    KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+    KafkaError.INVALID_TXN_STATE,
+    KafkaError.UNKNOWN_PRODUCER_ID,
+    KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER,
+}
+
+# Delivery errors that are only the consequence of another record's failure (the batch or transaction
+# went down with it): never the reason given for a failed unit when a root cause is known.
+_CONSEQUENTIAL = {KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT, KafkaError._STATE, KafkaError._FATAL}
+
+
+_TOO_LARGE = {KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE}
+
+
+class UnitFailed(Exception):
+    """A unit failure already worded for the operator; ``retriable`` when a later attempt may succeed."""
+
+    def __init__(self, message: str, *, retriable: bool = False) -> None:
+        super().__init__(message)
+        self.retriable = retriable
+
+
+class _Fenced(Exception):
+    """A newer producer with this partition's transactional.id (a retry, a concurrent run) owns it now."""
+
+
+def kafka_words(error: object) -> str:
+    """A Kafka error as its name and description (``MSG_SIZE_TOO_LARGE (Broker: Message size too large)``)."""
+    if isinstance(error, KafkaError):
+        return f"{error.name()} ({error.str()})"
+    return str(error)
+
+
+def is_retriable(error: object) -> bool:
+    """True for errors a later attempt of the same unit may not meet (transient broker conditions)."""
+    if not isinstance(error, KafkaError):
+        return False
+    if error.code() in _FENCED or error.fatal():
+        return False
+    return bool(error.retriable()) or error.code() in _TRANSIENT
+
 
 def copy_unit(spec: UnitSpec) -> UnitResult:
     """Run one unit and describe the outcome; never raises, so one bad partition cannot hide the others."""
     started = time.monotonic()
+    unit = _UnitCopy(spec)
     try:
-        result = _copy(spec)
+        unit.run()
+        result = unit.result
+    except _Fenced:
+        result = unit.ended("fenced", "fenced by a newer producer of this partition (a retry or another run)")
+    except UnitFailed as exc:
+        result = unit.ended("failed", str(exc), retriable=exc.retriable)
     except KafkaException as exc:
-        fenced = _is_fenced(exc.args[0] if exc.args else None)
-        # Fenced: a newer holder of this partition's transactional.id (a retry, a concurrent run) owns it now.
-        result = UnitResult(spec.topic, spec.partition, "fenced" if fenced else "failed", error=str(exc))
+        error = exc.args[0] if exc.args else exc
+        where = f"{spec.topic}[{spec.partition}] -> {spec.remote_topic}"
+        result = unit.ended("failed", f"{where}: {kafka_words(error)}", retriable=is_retriable(error))
+    except TimeoutError as exc:
+        result = unit.ended("failed", str(exc), retriable=True)
     except Exception as exc:  # noqa: BLE001 - reported per partition in the run report
-        result = UnitResult(spec.topic, spec.partition, "failed", error=f"{type(exc).__name__}: {exc}")
+        result = unit.ended("failed", f"{type(exc).__name__}: {exc}")
     result.seconds = round(time.monotonic() - started, 3)
     return result
-
-
-_FENCED = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
 
 
 def _is_fenced(error: object) -> bool:
@@ -58,7 +134,7 @@ def _delivered(
 ) -> None:
     # Keep the error object: formatting it inside librdkafka's callback can fail on a fenced producer.
     if err is not None:
-        errors.append((upstream, err))
+        errors.append((upstream, err, len(message.key() or b"") + len(message.value() or b"")))
     else:
         store.append((upstream, message.offset()))
 
@@ -105,104 +181,278 @@ def _maybe_fail(spec: UnitSpec, stage: str, records: int, producer: Producer) ->
     os._exit(137)
 
 
-def _stored_position(spec: UnitSpec) -> tuple[int, int | None]:
-    stored = read_progress(
+def _stored(spec: UnitSpec) -> StoredProgress | None:
+    return read_stored_progress(
         spec.target_consumer, spec.progress_topic, spec.source_alias, [spec.progress_partition], timeout=spec.timeout_s
     ).get((spec.topic, spec.partition))
-    return (stored + 1 if stored is not None else spec.default_start), stored
 
 
-def _copy(spec: UnitSpec) -> UnitResult:
-    exactly_once = spec.delivery == "exactly-once"
-    producer_config = {**spec.target_producer, "enable.idempotence": True, "acks": "all"}
-    if exactly_once:
-        producer_config["transactional.id"] = spec.transactional_id
-    producer = Producer(producer_config)
-    if not exactly_once:
-        return _copy_with(spec, producer, exactly_once)
-    producer.init_transactions(spec.timeout_s)  # fences zombies and waits for their transactions to end
-    try:
-        return _copy_with(spec, producer, exactly_once)
-    except (KafkaException, SystemError) as exc:
-        # A fenced producer fails in many places (confluent-kafka may even surface it as a SystemError
-        # from a callback); aborting tells fenced (another producer owns the partition now) from failed.
+class _UnitCopy:
+    """One unit's copy: records sent since the last checkpoint, and what was committed so far."""
+
+    def __init__(self, spec: UnitSpec) -> None:
+        self.spec = spec
+        self.exactly_once = spec.delivery == "exactly-once"
+        self.result = UnitResult(spec.topic, spec.partition, "copied")
+        self.producer: Producer | None = None
+        self.syncs_producer: Producer | None = None
+        self.pairs: list[tuple[int, int]] = []  # (upstream, downstream) acknowledged since the last checkpoint
+        self.errors: list[tuple[int, KafkaError, int]] = []  # (upstream, error, bytes)
+        self.sent = 0  # records sent since the last checkpoint
+        self.sent_total = 0
+        self.sent_bytes = 0
+        self.sent_first: int | None = None
+        self.sent_last: int | None = None
+        self.previous = -1  # last copied upstream offset before this unit's next run (-1: claim nothing)
+        self.target_next: int | None = None
+        self.last_checkpoint = time.monotonic()
+
+    def ended(self, status: str, error: str, *, retriable: bool = False) -> UnitResult:
+        """The result of a unit that stopped early: counts stay what was committed before."""
+        self.result.status, self.result.error, self.result.retriable = status, error, retriable
+        return self.result
+
+    def run(self) -> None:
+        spec = self.spec
+        config = {**spec.target_producer, "enable.idempotence": True, "acks": "all"}
+        if self.exactly_once:
+            config["transactional.id"] = spec.transactional_id
+        self.producer = Producer(config)
+        if not self.exactly_once:
+            self._copy()
+            return
+        self.producer.init_transactions(spec.timeout_s)  # fences zombies and waits for their transactions to end
         try:
-            producer.abort_transaction(10)
-        except KafkaException as abort_error:
-            if _is_fenced(abort_error.args[0]):
-                return UnitResult(spec.topic, spec.partition, "fenced", error="fenced by a newer producer")
-        raise exc from None
+            self._copy()
+        except (KafkaException, SystemError, UnitFailed, TimeoutError, _Fenced) as exc:
+            # A fenced producer fails in many places (confluent-kafka may even surface it as a SystemError
+            # from a callback); aborting tells fenced (another producer owns the partition now) from failed.
+            try:
+                self.producer.abort_transaction(min(spec.timeout_s, 30))
+            except KafkaException as abort_error:
+                if _is_fenced(abort_error.args[0]):
+                    raise _Fenced() from None
+            raise exc from None
 
-
-def _copy_with(spec: UnitSpec, producer: Producer, exactly_once: bool) -> UnitResult:
-    start, stored = _stored_position(spec)
-    result = UnitResult(spec.topic, spec.partition, "copied", start=start, position=start)
-    consumer = _source_consumer(spec)
-    pairs: list[tuple[int, int]] = []
-    errors: list[Any] = []
-    try:
-        log_start, _ = consumer.get_watermark_offsets(TopicPartition(spec.topic, spec.partition), spec.timeout_s)
-        if start < log_start:
-            action = "stopped" if spec.truncation == "stop" else "continued from log start"
-            result.loss = LossEvent(spec.topic, spec.partition, start, log_start - 1, action)
-            if spec.truncation == "stop":
-                result.status = "stopped"
-                return result
-            start = result.start = result.position = log_start
-        if start >= spec.end:
+    def _copy(self) -> None:
+        spec, result = self.spec, self.result
+        stored = _stored(spec)
+        start = stored.offset + 1 if stored is not None else spec.default_start
+        self.previous = stored.offset if stored is not None else start - 1
+        self.target_next = stored.target_next if stored is not None else None
+        reset = spec.reset is not None and stored is not None and stored.offset == spec.reset.stored_offset
+        if reset and spec.reset is not None:
+            start, self.previous, result.reset_applied = spec.reset.start, -1, True
+            self.target_next = self.target_next if spec.reset.keep_target_next else None
+        result.start = result.position = start
+        consumer = _source_consumer(spec)
+        try:
+            log_start, _ = consumer.get_watermark_offsets(TopicPartition(spec.topic, spec.partition), spec.timeout_s)
+            if start < log_start:
+                action = "stopped" if spec.truncation == "stop" else "continued from log start"
+                result.loss = LossEvent(spec.topic, spec.partition, start, log_start - 1, action)
+                if spec.truncation == "stop":
+                    result.status = "stopped"
+                    return
+                # The records between the stored progress and the log start existed but were never copied,
+                # so nothing may be claimed about what precedes this unit's first run.
+                start = result.start = result.position = log_start
+                self.previous = -1
+            if start >= spec.end and not reset:
+                result.status = "noop"
+                return
+            consumer.assign([TopicPartition(spec.topic, spec.partition, start)])
+            if self.exactly_once:
+                self.producer.begin_transaction()  # type: ignore[union-attr]
+            position = self._copy_records(consumer, start) if start < spec.end else start
+        finally:
+            consumer.close()
+        self._checkpoint(position)
+        if result.records == 0 and not reset and position == start:
             result.status = "noop"
-            return result
-        tp = TopicPartition(spec.topic, spec.partition, start)
-        consumer.assign([tp])
-        if exactly_once:
-            producer.begin_transaction()
-        position = _copy_records(spec, consumer, producer, pairs, errors, result, start)
-    finally:
-        consumer.close()
-    producer.flush(spec.timeout_s)
-    if errors or len(pairs) != result.records:
-        if exactly_once and any(_is_fenced(err) for _, err in errors):
-            return UnitResult(spec.topic, spec.partition, "fenced", start=start, error="fenced by a newer producer")
-        if exactly_once:
-            producer.abort_transaction(spec.timeout_s)
-        detail = "; ".join(f"offset {u}: {e.str()}" for u, e in errors[:3]) or "records were not all acknowledged"
-        result.status, result.error, result.records = "failed", detail, 0
-        return result
-    _maybe_fail(spec, "before-progress", result.records, producer)
-    result.runs = _runs(pairs)
-    result.position = position
-    # After a loss the records between the stored progress and the log start existed but were never
-    # copied, so nothing may be claimed about what precedes this unit's first run.
-    previous = -1 if result.loss is not None else (start - 1 if stored is None else stored)
-    syncs = offset_syncs(spec, result.runs, previous_upstream=previous)
-    producer.produce(
-        spec.progress_topic,
-        key=spec.progress_key,
-        value=source_offset_value(position - 1),
-        partition=spec.progress_partition,
-    )
-    if spec.emit_syncs and spec.syncs_on_target:
-        _produce_syncs(producer, spec.syncs_topic, syncs)
-    if exactly_once:
-        _maybe_fail(spec, "before-commit", result.records, producer)
-        try:
-            producer.commit_transaction(spec.timeout_s)
-        except KafkaException as exc:
-            error = exc.args[0]
-            if error.txn_requires_abort():
-                producer.abort_transaction(spec.timeout_s)
-            result.status = "fenced" if _is_fenced(error) else "failed"
-            result.error, result.records, result.bytes = str(error), 0, 0
-            return result
-    else:
+
+    def _copy_records(self, consumer: Consumer, start: int) -> int:
+        """Copy from ``start`` up to ``spec.end`` or the unit's limits; return the next offset to copy."""
+        spec, producer = self.spec, self.producer
+        assert producer is not None
+        position = start
+        last_record = time.monotonic()
+        tp = TopicPartition(spec.topic, spec.partition)
+        first = True
+
+        def forward(message: Any) -> bool:
+            """Produce one record; True when the unit's limits are reached."""
+            nonlocal position, last_record
+            offset = message.offset()
+            ts_type, ts = message.timestamp()
+            extra: dict[str, Any] = {} if ts_type == TIMESTAMP_NOT_AVAILABLE or ts < 0 else {"timestamp": ts}
+            headers = message.headers()
+            size = (
+                len(message.key() or b"")
+                + len(message.value() or b"")
+                + sum(len(k) + len(v or b"") for k, v in headers or [])
+            )
+            self._produce(message, offset, size, headers, extra)
+            self.sent += 1
+            self.sent_total += 1
+            self.sent_bytes += size
+            self.sent_first = offset if self.sent_first is None else self.sent_first
+            self.sent_last = offset
+            position = offset + 1
+            last_record = time.monotonic()
+            _maybe_fail(spec, "before-commit", self.sent_total, producer)
+            if not self.exactly_once and (
+                self.sent >= CHECKPOINT_EVERY_RECORDS or time.monotonic() - self.last_checkpoint >= CHECKPOINT_EVERY_S
+            ):
+                self._checkpoint(position)
+            copied = self.result.records + self.sent
+            return copied >= spec.max_records or self.result.bytes + self.sent_bytes >= spec.max_bytes
+
+        while True:
+            messages = consumer.consume(500, timeout=0.5)
+            reached_eof = not messages
+            for message in messages:
+                if message.error():
+                    if message.error().code() == KafkaError._PARTITION_EOF:
+                        reached_eof = True
+                        continue
+                    if message.error().code() == KafkaError._AUTO_OFFSET_RESET:
+                        self.result.truncated = True
+                        return position
+                    raise KafkaException(message.error())
+                if first and message.offset() > start:
+                    for missed in _skipped_committed(spec, start, min(message.offset(), spec.end)):
+                        if forward(missed):
+                            return position
+                first = False
+                if message.offset() >= spec.end:
+                    return spec.end
+                if forward(message):
+                    return position
+            if reached_eof:
+                # Under read_committed the position moves past aborted records and markers without delivering them.
+                consumed_to = consumer.position([tp])[0].offset
+                if first and consumed_to > start:
+                    first = False
+                    for missed in _skipped_committed(spec, start, min(consumed_to, spec.end)):
+                        if forward(missed):
+                            return position
+                if consumed_to >= spec.end:
+                    return spec.end
+                position = max(position, consumed_to) if consumed_to >= 0 else position
+            if time.monotonic() - last_record > spec.timeout_s:
+                raise TimeoutError(
+                    f"{spec.topic}[{spec.partition}]: no records from the source for {spec.timeout_s:.0f} s "
+                    f"at offset {position} (target end {spec.end})"
+                )
+
+    def _produce(self, message: Any, offset: int, size: int, headers: Any, extra: dict[str, Any]) -> None:
+        """Send one record to the same partition of the remote topic; a full local queue waits for room."""
+        spec, producer = self.spec, self.producer
+        assert producer is not None
+        while True:
+            try:
+                producer.produce(
+                    spec.remote_topic,
+                    key=message.key(),
+                    value=message.value(),
+                    partition=spec.partition,
+                    headers=headers,
+                    on_delivery=functools.partial(_delivered, self.pairs, self.errors, offset),
+                    **extra,
+                )
+                break
+            except BufferError:
+                producer.poll(0.1)  # the local queue is full: let deliveries drain it
+            except KafkaException as exc:
+                error = exc.args[0]
+                raise UnitFailed(
+                    f"{spec.topic}[{spec.partition}] -> {spec.remote_topic}: the copy of source offset {offset} "
+                    f"({size} bytes) was refused by the producer: {kafka_words(error)}",
+                    retriable=is_retriable(error),
+                ) from None
+        producer.poll(0)
+
+    def _checkpoint(self, position: int) -> None:
+        """Store progress up to ``position`` (exclusive) once every record before it is acknowledged.
+
+        Exactly-once: progress (and syncs on the target) go into the open transaction, which commits here.
+        At-least-once: records are flushed first, then progress is written and flushed.
+        """
+        spec, producer = self.spec, self.producer
+        assert producer is not None
         producer.flush(spec.timeout_s)
-    if spec.emit_syncs and not spec.syncs_on_target:
-        # Like MM2: syncs on the source cluster are written after the commit; a lost sync only costs precision.
-        syncs_producer = Producer({**spec.syncs_producer, "enable.idempotence": True, "acks": "all"})
-        _produce_syncs(syncs_producer, spec.syncs_topic, syncs)
-        syncs_producer.flush(spec.timeout_s)
-    result.syncs = len(syncs) if spec.emit_syncs else 0
-    return result
+        if self.errors or len(self.pairs) != self.sent:
+            self._raise_delivery_failure()
+        _maybe_fail(spec, "before-progress", self.sent_total, producer)
+        runs = _runs(self.pairs)
+        syncs = offset_syncs(spec, runs, previous_upstream=self.previous)
+        if self.pairs:
+            self.target_next = max(downstream for _, downstream in self.pairs) + 1
+        progress = StoredProgress(position - 1, spec.source_topic_id, spec.target_topic_id, self.target_next)
+        producer.produce(
+            spec.progress_topic,
+            key=spec.progress_key,
+            value=source_offset_value(position - 1),
+            partition=spec.progress_partition,
+            headers=progress.headers(),
+            on_delivery=functools.partial(_delivered, [], self.errors, position - 1),
+        )
+        if spec.emit_syncs and spec.syncs_on_target:
+            _produce_syncs(producer, spec.syncs_topic, syncs)
+        if self.exactly_once:
+            _maybe_fail(spec, "before-commit", self.sent_total, producer)
+            producer.commit_transaction(spec.timeout_s)
+        else:
+            producer.flush(spec.timeout_s)
+            if self.errors:
+                self._raise_delivery_failure()
+        if spec.emit_syncs and not spec.syncs_on_target:
+            # Like MM2: syncs on the source cluster are written after the commit; a lost sync only costs precision.
+            if self.syncs_producer is None:
+                self.syncs_producer = Producer({**spec.syncs_producer, "enable.idempotence": True, "acks": "all"})
+            _produce_syncs(self.syncs_producer, spec.syncs_topic, syncs)
+            self.syncs_producer.flush(spec.timeout_s)
+        self._committed(position, runs, len(syncs) if spec.emit_syncs else 0)
+
+    def _committed(self, position: int, runs: list[Run], syncs: int) -> None:
+        result = self.result
+        result.records += self.sent
+        result.bytes += self.sent_bytes
+        if self.sent_first is not None and result.first_offset is None:
+            result.first_offset = self.sent_first
+        result.last_offset = self.sent_last if self.sent_last is not None else result.last_offset
+        result.position = position
+        result.runs.extend(runs)
+        result.syncs += syncs
+        if runs:
+            self.previous = runs[-1].end_upstream
+        self.pairs, self.sent, self.sent_bytes, self.sent_first = [], 0, 0, None
+        self.last_checkpoint = time.monotonic()
+
+    def _raise_delivery_failure(self) -> None:
+        """The target refused or lost records: name the record that caused it, in Kafka's words."""
+        if any(_is_fenced(error) for _, error, _ in self.errors):
+            raise _Fenced()
+        spec = self.spec
+        where = f"{spec.topic}[{spec.partition}] -> {spec.remote_topic}"
+        if not self.errors:
+            missing = self.sent - len(self.pairs)
+            raise UnitFailed(f"{where}: {missing} record(s) were not acknowledged by the target", retriable=True)
+        upstream, error, size = min(self.errors, key=lambda item: (item[1].code() in _CONSEQUENTIAL, item[0]))
+        same = [item for item in self.errors if item[1].code() == error.code()]
+        if error.code() in _TOO_LARGE:
+            # The broker refuses a whole batch for one oversized record: name the largest of them.
+            upstream, error, size = max(same, key=lambda item: (item[2], -item[0]))
+            reason = f"the record is {size} bytes; {kafka_words(error)}"
+        else:
+            reason = kafka_words(error)
+        others = len(self.errors) - 1
+        more = f" ({others} more record(s) of the same batch or transaction failed with it)" if others else ""
+        raise UnitFailed(
+            f"{where}: the target refused the copy of source offset {upstream}: {reason}{more}",
+            retriable=is_retriable(error),
+        )
 
 
 def _produce_syncs(producer: Producer, topic: str, syncs: list[OffsetSync]) -> None:
@@ -275,87 +525,3 @@ def _log_start(spec: UnitSpec) -> int:
         return int(low)
     finally:
         consumer.close()
-
-
-def _copy_records(
-    spec: UnitSpec,
-    consumer: Consumer,
-    producer: Producer,
-    pairs: list[tuple[int, int]],
-    errors: list[Any],
-    result: UnitResult,
-    start: int,
-) -> int:
-    """Copy from ``start`` up to ``spec.end`` or the unit's limits; return the next offset to copy."""
-    position = start
-    last_progress = time.monotonic()
-    tp = TopicPartition(spec.topic, spec.partition)
-    first = True
-
-    def forward(message: Any) -> bool:
-        """Produce one record; True when the unit's limits are reached."""
-        nonlocal position, last_progress
-        offset = message.offset()
-        ts_type, ts = message.timestamp()
-        extra: dict[str, Any] = {} if ts_type == TIMESTAMP_NOT_AVAILABLE or ts < 0 else {"timestamp": ts}
-        headers = message.headers()
-        producer.produce(
-            spec.remote_topic,
-            key=message.key(),
-            value=message.value(),
-            partition=spec.partition,
-            headers=headers,
-            on_delivery=functools.partial(_delivered, pairs, errors, offset),
-            **extra,
-        )
-        producer.poll(0)
-        result.records += 1
-        result.bytes += (
-            len(message.key() or b"")
-            + len(message.value() or b"")
-            + sum(len(k) + len(v or b"") for k, v in headers or [])
-        )
-        result.first_offset = offset if result.first_offset is None else result.first_offset
-        result.last_offset = offset
-        position = offset + 1
-        last_progress = time.monotonic()
-        _maybe_fail(spec, "before-commit", result.records, producer)
-        return result.records >= spec.max_records or result.bytes >= spec.max_bytes
-
-    while True:
-        messages = consumer.consume(500, timeout=0.5)
-        reached_eof = not messages
-        for message in messages:
-            if message.error():
-                if message.error().code() == KafkaError._PARTITION_EOF:
-                    reached_eof = True
-                    continue
-                if message.error().code() == KafkaError._AUTO_OFFSET_RESET:
-                    result.truncated = True
-                    return position
-                raise KafkaException(message.error())
-            if first and message.offset() > start:
-                for missed in _skipped_committed(spec, start, min(message.offset(), spec.end)):
-                    if forward(missed):
-                        return position
-            first = False
-            if message.offset() >= spec.end:
-                return spec.end
-            if forward(message):
-                return position
-        if reached_eof:
-            # Under read_committed the position moves past aborted records and markers without delivering them.
-            consumed_to = consumer.position([tp])[0].offset
-            if first and consumed_to > start:
-                first = False
-                for missed in _skipped_committed(spec, start, min(consumed_to, spec.end)):
-                    if forward(missed):
-                        return position
-            if consumed_to >= spec.end:
-                return spec.end
-            position = max(position, consumed_to) if consumed_to >= 0 else position
-        if time.monotonic() - last_progress > spec.timeout_s:
-            raise TimeoutError(
-                f"no records from {spec.topic}[{spec.partition}] for {spec.timeout_s:.0f} s "
-                f"at offset {position} (target end {spec.end})"
-            )

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from ..wire import decode_source_offset_key, decode_source_offset_value, java_partition, source_offset_key
 
@@ -26,53 +26,16 @@ def progress_topic(source_alias: str) -> str:
     return f"mm2-offsets.{source_alias}.internal"
 
 
-def ensure_compacted_topic(
-    admin: AdminClient, topic: str, partitions: int, replication_factor: int, timeout: float = 30.0
-) -> int:
-    """Create a compacted internal topic if missing; return its partition count."""
-    return ensure_topic(admin, topic, partitions, replication_factor, {"cleanup.policy": "compact"}, timeout)
-
-
-def ensure_topic(
-    admin: AdminClient,
-    topic: str,
-    partitions: int,
-    replication_factor: int,
-    config: dict[str, str],
-    timeout: float = 30.0,
-) -> int:
-    """Create an internal topic with ``config`` if missing; return its partition count."""
-    metadata = admin.list_topics(topic=topic, timeout=timeout)
-    existing = metadata.topics.get(topic)
-    if existing is not None and existing.error is None and existing.partitions:
-        return len(existing.partitions)
-    new = NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor, config=dict(config))
-    try:
-        admin.create_topics([new], operation_timeout=timeout, request_timeout=timeout)[topic].result(timeout)
-    except Exception as exc:  # noqa: BLE001 - TOPIC_ALREADY_EXISTS from a concurrent run is fine
-        if getattr(exc.args[0], "code", lambda: None)() != KafkaError.TOPIC_ALREADY_EXISTS:
-            raise RuntimeError(
-                f"cannot create internal topic {topic} (replication factor {replication_factor}): {exc}"
-            ) from None
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        meta = admin.list_topics(topic=topic, timeout=timeout).topics.get(topic)
-        if meta is not None and meta.error is None and meta.partitions:
-            return len(meta.partitions)
-        time.sleep(0.1)
-    raise RuntimeError(f"internal topic {topic} did not appear within {timeout:.0f} s")
-
-
 def progress_location(source_alias: str, topic: str, partition: int, num_partitions: int) -> tuple[bytes, int]:
     """The exact key bytes and the partition (Java murmur2) where this partition's progress lives."""
     key = source_offset_key(source_alias, topic, partition)
     return key, java_partition(key, num_partitions)
 
 
-def read_partitions(
+def read_messages(
     consumer_config: dict[str, Any], topic: str, partitions: Iterable[int], timeout: float
-) -> Iterable[tuple[bytes | None, bytes | None]]:
-    """Every (key, value) of the given partitions, from the beginning to the last stable offset."""
+) -> Iterable[Any]:
+    """Every message of the given partitions, from the beginning to the last stable offset."""
     consumer = Consumer(
         {
             **consumer_config,
@@ -111,13 +74,92 @@ def read_partitions(
                     remaining.discard(message.partition())
                     continue
                 raise RuntimeError(f"reading {topic}: {message.error()}")
-            yield message.key(), message.value()
+            yield message
             if message.offset() + 1 >= ends[message.partition()]:
                 remaining.discard(message.partition())
         if remaining:
             raise TimeoutError(f"reading {topic} partitions {sorted(remaining)} did not finish within {timeout:.0f} s")
     finally:
         consumer.close()
+
+
+def read_partitions(
+    consumer_config: dict[str, Any], topic: str, partitions: Iterable[int], timeout: float
+) -> Iterable[tuple[bytes | None, bytes | None]]:
+    """Every (key, value) of the given partitions, from the beginning to the last stable offset."""
+    for message in read_messages(consumer_config, topic, partitions, timeout):
+        yield message.key(), message.value()
+
+
+@dataclass(frozen=True)
+class StoredProgress:
+    """One partition's stored progress and the incarnation it belongs to.
+
+    ``offset`` is MM2's value (the last copied source offset). The rest travels in record headers, which
+    MM2's Connect offset reader ignores, so the key and value bytes stay exactly MM2's:
+    ``source_topic_id``/``target_topic_id`` are the topic ids the brokers reported (None when the broker
+    reports none, or MM2 wrote the record) and ``target_next`` is the remote partition's offset right after
+    the last copied record. Together they tell a recreated or truncated topic from a normal resume.
+    """
+
+    offset: int
+    source_topic_id: str | None = None
+    target_topic_id: str | None = None
+    target_next: int | None = None
+
+    def headers(self) -> list[tuple[str, bytes]]:
+        """The record headers that carry the incarnation (only the known parts)."""
+        fields = {
+            SOURCE_TOPIC_ID_HEADER: self.source_topic_id,
+            TARGET_TOPIC_ID_HEADER: self.target_topic_id,
+            TARGET_NEXT_HEADER: None if self.target_next is None else str(self.target_next),
+        }
+        return [(name, value.encode()) for name, value in fields.items() if value is not None]
+
+    @classmethod
+    def from_message(cls, offset: int, headers: list[tuple[str, bytes | None]] | None) -> StoredProgress:
+        found = {name: (value or b"").decode("utf-8", "replace") for name, value in headers or []}
+        target_next = found.get(TARGET_NEXT_HEADER, "")
+        return cls(
+            offset,
+            found.get(SOURCE_TOPIC_ID_HEADER) or None,
+            found.get(TARGET_TOPIC_ID_HEADER) or None,
+            int(target_next) if target_next.lstrip("-").isdigit() else None,
+        )
+
+
+SOURCE_TOPIC_ID_HEADER = "mirrorflow.source.topic.id"
+TARGET_TOPIC_ID_HEADER = "mirrorflow.target.topic.id"
+TARGET_NEXT_HEADER = "mirrorflow.target.next"
+
+
+def read_stored_progress(
+    consumer_config: dict[str, Any],
+    topic: str,
+    source_alias: str,
+    partitions: Iterable[int] | None = None,
+    timeout: float = 60.0,
+) -> dict[tuple[str, int], StoredProgress]:
+    """Stored progress per (topic, partition) of ``source_alias``; later records win, tombstones clear."""
+    result: dict[tuple[str, int], StoredProgress] = {}
+    if partitions is None:
+        probe = Consumer({**consumer_config, "enable.auto.commit": False, "allow.auto.create.topics": False})
+        try:
+            meta = probe.list_topics(topic=topic, timeout=timeout).topics.get(topic)
+            partitions = list(meta.partitions) if meta is not None and meta.partitions else []
+        finally:
+            probe.close()
+    for message in read_messages(consumer_config, topic, partitions, timeout):
+        key, value = message.key(), message.value()
+        decoded = decode_source_offset_key(key) if key else None
+        if decoded is None or decoded[0] != source_alias:
+            continue
+        offset = decode_source_offset_value(value) if value is not None else None
+        if offset is None:
+            result.pop((decoded[1], decoded[2]), None)
+        else:
+            result[(decoded[1], decoded[2])] = StoredProgress.from_message(offset, message.headers())
+    return result
 
 
 def read_progress(
@@ -127,25 +169,9 @@ def read_progress(
     partitions: Iterable[int] | None = None,
     timeout: float = 60.0,
 ) -> dict[tuple[str, int], int]:
-    """Last copied offset per (topic, partition) of ``source_alias``; later records win, tombstones clear."""
-    result: dict[tuple[str, int], int] = {}
-    if partitions is None:
-        probe = Consumer({**consumer_config, "enable.auto.commit": False})
-        try:
-            meta = probe.list_topics(topic=topic, timeout=timeout).topics.get(topic)
-            partitions = list(meta.partitions) if meta is not None and meta.partitions else []
-        finally:
-            probe.close()
-    for key, value in read_partitions(consumer_config, topic, partitions, timeout):
-        decoded = decode_source_offset_key(key) if key else None
-        if decoded is None or decoded[0] != source_alias:
-            continue
-        offset = decode_source_offset_value(value) if value is not None else None
-        if offset is None:
-            result.pop((decoded[1], decoded[2]), None)
-        else:
-            result[(decoded[1], decoded[2])] = offset
-    return result
+    """Last copied offset per (topic, partition) of ``source_alias`` (see :func:`read_stored_progress`)."""
+    stored = read_stored_progress(consumer_config, topic, source_alias, partitions, timeout)
+    return {key: progress.offset for key, progress in stored.items()}
 
 
 def read_tail(

@@ -23,10 +23,12 @@ from confluent_kafka.admin import OffsetSpec
 
 from .. import clients, topics
 from ..config.model import FlowConfig, MirrorConfig, parse_duration
+from ..internal_topics import InternalTopic, ensure_internal_topic
 from .executor import UnitExecutor
-from .lock import LOCK_TOPIC, FamilyLock, LockHeldError
-from .progress import ensure_compacted_topic, progress_location, progress_topic, read_progress
-from .units import Fault, LossEvent, UnitResult, UnitSpec
+from .incarnation import PartitionNow, plan_reset, topic_ids
+from .lock import FamilyLock, LockError
+from .progress import progress_location, progress_topic, read_stored_progress
+from .units import Fault, LossEvent, Reset, ResetEvent, UnitResult, UnitSpec
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +51,7 @@ class PartitionReport:
     lag: int | None = None
     status: str = "planned"
     error: str | None = None
+    retries: int = 0  # units retried after a transient failure (a broker restart, a moving leader)
 
 
 @dataclass
@@ -62,6 +65,7 @@ class RunReport:
     preparation: dict[str, Any] = field(default_factory=dict)
     partitions: list[PartitionReport] = field(default_factory=list)
     loss_events: list[dict[str, Any]] = field(default_factory=list)
+    reset_events: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
     @property
@@ -124,27 +128,35 @@ class _Run:
         self.source_admin = clients.admin(flow, "source")
         self.target_admin = clients.admin(flow, "target")
         self.fault = fault_from_env()
+        self.resets: dict[tuple[str, int], Reset] = {}  # partitions whose next unit starts over
+        self.source_ids: dict[str, str | None] = {}
+        self.target_ids: dict[str, str | None] = {}
 
     def internal_topics(self) -> tuple[int, str, bool]:
         """Create the progress and offset-syncs topics if missing; return what units need to know."""
         flow = self.flow
         worker_rf = self.config.top_level.get("offset.storage.replication.factor")
-        progress_partitions = ensure_compacted_topic(
-            self.target_admin,
-            progress_topic(flow.source),
-            flow.get_int("mirrorflow.progress.partitions"),
-            int(worker_rf.value) if worker_rf else -1,
-            self.timeout,
-        )
+        progress_partitions = ensure_internal_topic(
+            flow,
+            "target",
+            InternalTopic(
+                progress_topic(flow.source),
+                flow.get_int("mirrorflow.progress.partitions"),
+                int(worker_rf.value) if worker_rf else -1,
+                keys_follow_partitions=True,  # an existing topic's count is used, as Connect does
+            ),
+            admin=self.target_admin,
+            timeout=self.timeout,
+        ).partitions
         on_target = flow.get("offset-syncs.topic.location") == "target"
         syncs_topic = flow.policy.offset_syncs_topic(flow.source if on_target else flow.target)
         if flow.get_bool("emit.offset-syncs.enabled"):
-            ensure_compacted_topic(
-                self.target_admin if on_target else self.source_admin,
-                syncs_topic,
-                1,
-                flow.get_int("offset-syncs.topic.replication.factor"),
-                self.timeout,
+            ensure_internal_topic(
+                flow,
+                "target" if on_target else "source",
+                InternalTopic(syncs_topic, 1, flow.get_int("offset-syncs.topic.replication.factor")),
+                admin=self.target_admin if on_target else self.source_admin,
+                timeout=self.timeout,
             )
         return progress_partitions, syncs_topic, on_target
 
@@ -164,28 +176,46 @@ class _Run:
         ends = _offsets(self.source_admin, tps, OffsetSpec.latest(), isolation, self.timeout)
         starts = _offsets(self.source_admin, tps, OffsetSpec.earliest(), isolation, self.timeout)
         target_consumer = clients.client_properties(flow, "target", "consumer")
-        stored = read_progress(target_consumer, progress_topic(flow.source), flow.source, timeout=self.timeout)
+        stored = read_stored_progress(target_consumer, progress_topic(flow.source), flow.source, timeout=self.timeout)
         latest = flow.client_config("source", "consumer").get("auto.offset.reset") == "latest"
         remote = {p.source_topic: p.remote_topic for p in plans}
+        self._check_incarnations(report, plans, tps, stored, starts)
         by_tp: dict[tuple[str, int], PartitionReport] = {}
         for tp in tps:
             key = (tp.topic, tp.partition)
             default_start = ends[key] if latest else starts[key]
-            begin = stored[key] + 1 if key in stored else default_start
+            begin = stored[key].offset + 1 if key in stored else default_start
+            begin = self.resets[key].start if key in self.resets else begin
             by_tp[key] = PartitionReport(tp.topic, remote[tp.topic], tp.partition, begin, ends[key], begin)
+        for event in report.reset_events:
+            if event["action"] == "stopped":
+                part = by_tp[(event["topic"], event["partition"])]
+                part.status, part.error = "stopped", ResetEvent(**event).describe()
+                report.errors.append(f"{part.topic}[{part.partition}]: {part.error}")
         report.partitions.extend(by_tp.values())
         common = self._unit_common(syncs_topic, syncs_on_target, target_consumer)
-        pending = {k for k, p in by_tp.items() if p.start < p.end or p.start < starts[k]}
+        pending = {
+            k
+            for k, p in by_tp.items()
+            if p.status != "stopped" and (p.start < p.end or p.start < starts[k] or k in self.resets)
+        }
+        retry_until: dict[tuple[str, int], float] = {}
         wave = 0
         while pending:
             if not lock.held:
-                report.errors.append(f"{flow.name} family {self.family}: lost the run lock; another run took over")
+                report.errors.append(f"{flow.name} family {self.family}: lost the run lock: {lock.lost_reason}")
                 break
             wave += 1
             units = [self._unit(common, by_tp[k], ends[k], progress_partitions) for k in sorted(pending)]
             log.info("%s family %s: wave %d, %d work unit(s)", flow.name, self.family, wave, len(units))
+            retrying = 0
             for result in self.executor.run(units):
                 key = (result.topic, result.partition)
+                if result.reset_applied and result.status in ("copied", "noop"):
+                    self.resets.pop(key, None)
+                if self._retry(by_tp[key], result, retry_until.setdefault(key, time.monotonic() + self.timeout)):
+                    retrying += 1
+                    continue
                 self._record(report, by_tp[key], result)
                 done = result.position is None or result.position >= ends[key]
                 if result.status != "copied" or done or (result.records == 0 and not result.truncated):
@@ -198,11 +228,72 @@ class _Run:
                 copied,
                 len(pending),
             )
+            if retrying:
+                time.sleep(min(10.0, 0.5 * 2 ** min(wave, 5)))  # let a restarting broker come back
         latest_ends = _offsets(self.source_admin, tps, OffsetSpec.latest(), isolation, self.timeout)
         for key, part in by_tp.items():
             part.lag = max(0, latest_ends[key] - part.position)
             if part.status == "planned":
                 part.status = "up to date"
+
+    def _check_incarnations(
+        self,
+        report: RunReport,
+        plans: list[topics.TopicPlan],
+        tps: list[TopicPartition],
+        stored: dict[tuple[str, int], Any],
+        starts: dict[tuple[str, int], int],
+    ) -> None:
+        """Find partitions whose stored progress belongs to another incarnation of the source or remote topic."""
+        remote = {p.source_topic: p.remote_topic for p in plans}
+        self.source_ids = topic_ids(self.source_admin, list(remote), self.timeout)
+        self.target_ids = topic_ids(self.target_admin, list(remote.values()), self.timeout)
+        known = [tp for tp in tps if (tp.topic, tp.partition) in stored]
+        if not known:
+            return
+        uncommitted = IsolationLevel.READ_UNCOMMITTED
+        source_hw = _offsets(self.source_admin, known, OffsetSpec.latest(), uncommitted, self.timeout)
+        remote_tps = [TopicPartition(remote[tp.topic], tp.partition) for tp in known]
+        target_hw = _offsets(self.target_admin, remote_tps, OffsetSpec.latest(), uncommitted, self.timeout)
+        for tp in known:
+            key = (tp.topic, tp.partition)
+            now = PartitionNow(
+                tp.topic,
+                tp.partition,
+                remote[tp.topic],
+                starts[key],
+                source_hw[key],
+                self.source_ids.get(tp.topic),
+                self.target_ids.get(remote[tp.topic]),
+                target_hw.get((remote[tp.topic], tp.partition)),
+            )
+            planned = plan_reset(stored[key], now, self.flow.get("mirrorflow.truncation"))
+            if planned is None:
+                continue
+            event, reset = planned
+            log.error("%s", event.describe())
+            report.reset_events.append(asdict(event))
+            if reset is not None:
+                self.resets[key] = reset
+
+    def _retry(self, part: PartitionReport, result: UnitResult, until: float) -> bool:
+        """True when a transiently failed unit is to run again (what it committed still counts)."""
+        if result.status != "failed" or not result.retriable or time.monotonic() >= until:
+            return False
+        part.retries += 1
+        part.records += result.records
+        part.bytes += result.bytes
+        if result.position is not None:
+            part.position = max(part.position, result.position)
+        log.warning(
+            "%s[%d]: attempt %d failed, retrying until %.0f s from now: %s",
+            part.topic,
+            part.partition,
+            part.retries,
+            until - time.monotonic(),
+            result.error,
+        )
+        return True
 
     def _unit_common(self, syncs_topic: str, syncs_on_target: bool, target_consumer: dict[str, Any]) -> dict[str, Any]:
         """The UnitSpec fields every unit of this run shares."""
@@ -237,6 +328,9 @@ class _Run:
             transactional_id=f"mirrorflow|{self.flow.name}|{part.topic}|{part.partition}",
             progress_partition=partition,
             progress_key=key,
+            source_topic_id=self.source_ids.get(part.topic),
+            target_topic_id=self.target_ids.get(part.remote_topic),
+            reset=self.resets.get((part.topic, part.partition)),
             **common,
         )
 
@@ -256,7 +350,8 @@ class _Run:
             log.error(result.loss.describe())
         if result.status in ("failed", "stopped"):
             part.status, part.error = result.status, result.error or (result.loss.describe() if result.loss else None)
-            report.errors.append(f"{part.topic}[{part.partition}]: {part.error}")
+            where = f"{part.topic}[{part.partition}]"
+            report.errors.append(part.error if (part.error or "").startswith(where) else f"{where}: {part.error}")
         elif result.status == "copied" or part.status == "planned":
             part.status = result.status
 
@@ -271,12 +366,17 @@ def _enabled_flow(config: MirrorConfig, flow_name: str, family: str | None, requ
     return flow
 
 
-def family_lock(flow: FlowConfig, family: str | None) -> FamilyLock:
-    """The lock of one flow family (of the whole flow when ``family`` is None)."""
-    target = clients.admin(flow, "target")
-    ensure_compacted_topic(target, LOCK_TOPIC, 1, -1)
-    config = clients.client_properties(flow, "target", "consumer")
-    return FamilyLock(config, f"mirrorflow-lock.{flow.source}->{flow.target}.{family or '*'}")
+def family_lock(flow: FlowConfig, family: str | None, timeout: float = 60.0) -> FamilyLock:
+    """The lease on what a run copies: one family of the flow, or every family (``*``) when ``family`` is None,
+    so a run over all topics and a one-family run exclude each other. ``timeout`` bounds the wait for a target
+    that is not ready yet (see ``lock.py``)."""
+    return FamilyLock(
+        clients.client_properties(flow, "target", "admin"),
+        flow.name,
+        [family] if family else None,
+        ttl_s=flow.get_seconds("mirrorflow.lock.ttl"),
+        wait_s=timeout,
+    )
 
 
 def replicate(
@@ -300,9 +400,9 @@ def replicate(
     started = time.monotonic()
     run = _Run(config, flow, family, executor, only_topics, timeout)
     try:
-        with contextlib.nullcontext(lock) if lock is not None else family_lock(flow, family) as held:
+        with contextlib.nullcontext(lock) if lock is not None else family_lock(flow, family, timeout) as held:
             run.execute(report, held)
-    except LockHeldError as exc:
+    except LockError as exc:
         report.errors.append(str(exc))
     report.batches = 1
     report.seconds = round(time.monotonic() - started, 3)
@@ -322,8 +422,13 @@ def replicate_continuously(
     flow = _enabled_flow(config, flow_name, family)
     pause = parse_duration(flow.get("mirrorflow.poll.interval"))
     deadline = time.monotonic() + duration_s
-    with family_lock(flow, family) as lock:  # held across batches: one group join, not one per batch
-        return _batches(config, flow_name, family, executor, only_topics, lock, pause, deadline)
+    try:
+        with family_lock(flow, family) as lock:  # held across batches: one claim, not one per batch
+            return _batches(config, flow_name, family, executor, only_topics, lock, pause, deadline)
+    except LockError as exc:  # refused, or the target never answered: a report saying so, as for one batch
+        report = RunReport(flow.name, family, flow.delivery, datetime.now(UTC).isoformat(timespec="seconds"))
+        report.errors.append(str(exc))
+        return report
 
 
 def _batches(
@@ -360,10 +465,11 @@ def _merge(total: RunReport, batch: RunReport) -> RunReport:
             old = parts[(p.topic, p.partition)]
             old.records, old.bytes, old.units = old.records + p.records, old.bytes + p.bytes, old.units + p.units
             old.position, old.end, old.lag, old.last_offset = p.position, p.end, p.lag, p.last_offset or old.last_offset
-            old.status, old.error = p.status, p.error
+            old.status, old.error, old.retries = p.status, p.error, old.retries + p.retries
         else:
             total.partitions.append(p)
     total.loss_events += batch.loss_events
+    total.reset_events += batch.reset_events
     total.errors += batch.errors
     total.batches += 1
     total.seconds = round(total.seconds + batch.seconds, 3)

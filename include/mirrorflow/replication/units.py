@@ -30,6 +30,44 @@ class LossEvent:
 
 
 @dataclass(frozen=True)
+class ResetEvent:
+    """A partition whose stored progress belongs to another incarnation of a topic: never skipped silently.
+
+    ``side`` says which topic changed: ``source`` (deleted and recreated, or truncated below the progress)
+    or ``target`` (the remote topic was deleted, recreated or truncated after records were copied into it).
+    """
+
+    topic: str
+    partition: int
+    side: str  # source | target
+    stored_progress: int  # the last copied offset the stored progress claims
+    log_start: int  # the source partition's log start and end now
+    end: int
+    reason: str
+    action: str  # "copied the new incarnation from offset N" | "stopped"
+
+    def describe(self) -> str:
+        return (
+            f"RESET: {self.topic}[{self.partition}] {self.reason}; stored progress {self.stored_progress}, "
+            f"source log start {self.log_start}, end {self.end}; {self.action}"
+        )
+
+
+@dataclass(frozen=True)
+class Reset:
+    """What a unit must do about a reset the driver detected: start over at ``start``.
+
+    It applies only while the stored progress still reads ``stored_offset`` (a unit that already copied the
+    new incarnation has written other progress), so a retried or later unit never starts over twice.
+    ``keep_target_next``: the remote topic is the same one (only the source changed).
+    """
+
+    stored_offset: int
+    start: int
+    keep_target_next: bool
+
+
+@dataclass(frozen=True)
 class Fault:
     """An injected failure for tests: kill the task process after ``after_records`` records.
 
@@ -71,6 +109,9 @@ class UnitSpec:
     truncation: str  # continue | stop
     fault: Fault | None = None
     timeout_s: float = 120.0
+    source_topic_id: str | None = None  # as the brokers report them (None: not reported)
+    target_topic_id: str | None = None
+    reset: Reset | None = None
 
 
 @dataclass(frozen=True)
@@ -85,7 +126,12 @@ class Run:
 
 @dataclass
 class UnitResult:
-    """What one work unit did; ``status`` is copied, noop, fenced, stopped or failed."""
+    """What one work unit did; ``status`` is copied, noop, fenced, stopped or failed.
+
+    The counts are what the unit committed (records whose progress is stored), never what it merely sent:
+    a failed exactly-once unit committed nothing, a failed at-least-once unit what it checkpointed.
+    ``retriable``: the failure was transient (a broker restarting, a leader moving): the run retries it.
+    """
 
     topic: str
     partition: int
@@ -100,7 +146,9 @@ class UnitResult:
     syncs: int = 0
     loss: LossEvent | None = None
     truncated: bool = False  # the source deleted records under the reader; the next unit reports the loss
+    reset_applied: bool = False  # the unit started over at spec.reset.start
     error: str | None = None
+    retriable: bool = False
     seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
