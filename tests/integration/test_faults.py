@@ -67,7 +67,7 @@ def config_text(pair: Pair, prefix: str, extra: str = "") -> str:
         f"clusters = primary, backup\nprimary.bootstrap.servers = {pair.primary}\n"
         f"backup.bootstrap.servers = {pair.backup}\nprimary->backup.enabled = true\n"
         f"primary->backup.topics = {prefix}.*\nreplication.factor = 1\noffset-syncs.topic.replication.factor = 1\n"
-        "offset-syncs.topic.location = target\nsync.topic.acls.enabled = false\nmirrorflow.lock.ttl = 3s\n"
+        "offset-syncs.topic.location = target\nsync.topic.acls.enabled = false\n"
         f"{extra}"
     )
 
@@ -153,7 +153,11 @@ def test_killed_process_group_loses_nothing(pair: Pair, tmp_path: Path, delivery
     load(pair, topic, per_partition)
     config_file = tmp_path / "mm2.properties"
     config_file.write_text(
-        config_text(pair, prefix, f"mirrorflow.delivery = {delivery}\nmirrorflow.unit.max.records = 30000\n")
+        config_text(
+            pair,
+            prefix,
+            f"mirrorflow.delivery = {delivery}\nmirrorflow.unit.max.records = 30000\nmirrorflow.lock.ttl = 3s\n",
+        )
     )
     process = start_replicate(config_file, tmp_path / "killed.json")
     written = kill_group_at(process, pair.backup, f"primary.{topic}", 2, int(2 * per_partition * kill_at))

@@ -129,6 +129,7 @@ class _Run:
         self.target_admin = clients.admin(flow, "target")
         self.fault = fault_from_env()
         self.resets: dict[tuple[str, int], Reset] = {}  # partitions whose next unit starts over
+        self.ledger: dict[tuple[str, int], list[tuple[int, int, int, int]]] = {}  # (first, last, records, bytes)
         self.source_ids: dict[str, str | None] = {}
         self.target_ids: dict[str, str | None] = {}
 
@@ -281,10 +282,7 @@ class _Run:
         if result.status != "failed" or not result.retriable or time.monotonic() >= until:
             return False
         part.retries += 1
-        part.records += result.records
-        part.bytes += result.bytes
-        if result.position is not None:
-            part.position = max(part.position, result.position)
+        self._count(part, result)
         log.warning(
             "%s[%d]: attempt %d failed, retrying until %.0f s from now: %s",
             part.topic,
@@ -334,9 +332,34 @@ class _Run:
             **common,
         )
 
-    @staticmethod
-    def _record(report: RunReport, part: PartitionReport, result: UnitResult) -> None:
-        part.units += 1
+    def _count(self, part: PartitionReport, result: UnitResult) -> None:
+        """Add what a unit committed, so the report counts each record copied once.
+
+        A unit that starts below what earlier units of this run reported committed means their commit did
+        not survive on the target (a broker that lost it in a restart): those records were copied again,
+        and are counted once. It is logged, because a target losing acknowledged writes is worth knowing.
+        """
+        ledger = self.ledger.setdefault((part.topic, part.partition), [])
+        if result.start is not None and result.start < part.position and not result.reset_applied and ledger:
+            lost = 0
+            for i, (first, last, records, size) in enumerate(ledger):
+                if last >= result.start:
+                    gone = records if first >= result.start else min(records, last - result.start + 1)
+                    ledger[i] = (first, result.start - 1, records - gone, size * (records - gone) // max(records, 1))
+                    lost += gone
+            part.records = sum(u[2] for u in ledger)
+            part.bytes = sum(u[3] for u in ledger)
+            log.warning(
+                "%s[%d]: the stored progress went back from %d to %d: the target lost %d committed record(s), "
+                "copied again",
+                part.topic,
+                part.partition,
+                part.position - 1,
+                result.start - 1,
+                lost,
+            )
+        if result.records and result.first_offset is not None and result.last_offset is not None:
+            ledger.append((result.first_offset, result.last_offset, result.records, result.bytes))
         part.records += result.records
         part.bytes += result.bytes
         if result.first_offset is not None and part.first_offset is None:
@@ -344,7 +367,11 @@ class _Run:
         if result.last_offset is not None:
             part.last_offset = result.last_offset
         if result.position is not None:
-            part.position = max(part.position, result.position)
+            part.position = max(part.position, result.position) if not result.reset_applied else result.position
+
+    def _record(self, report: RunReport, part: PartitionReport, result: UnitResult) -> None:
+        part.units += 1
+        self._count(part, result)
         if result.loss is not None:
             report.loss_events.append(asdict(result.loss))
             log.error(result.loss.describe())
