@@ -143,6 +143,13 @@ _SPECS = [
     ),
     _k("mirrorflow.unit.max.bytes", "int", "67108864", "bytes per work unit", minimum=1024),
     _k("mirrorflow.poll.interval", "duration", "5s", "pause between micro-batches in continuous mode"),
+    _k(
+        "mirrorflow.lock.ttl",
+        "duration",
+        "30s",
+        "lease of a run on what it copies (renewed every third of it): a killed run's lease ends this long after "
+        "its last renewal, and a run whose renewals fail this long stops between waves",
+    ),
     _k("mirrorflow.heartbeats.schedule", "schedule", "1m", "schedule of the flow's heartbeats DAG"),
     _k(
         "mirrorflow.heartbeats.max.age",
