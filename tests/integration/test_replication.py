@@ -365,19 +365,3 @@ def test_continuous_mode_keeps_copying_until_the_time_is_up(kafka_clusters: Any)
     late.join()
     assert report.ok and report.batches >= 3 and report.records == 2
     assert [r.value for r in read_all(kafka_clusters.backup, f"primary.{topic}")] == [b"first", b"late"]
-
-
-def test_family_lock_excludes_a_second_holder_until_released(kafka_clusters: Any) -> None:
-    from include.mirrorflow.replication.lock import FamilyLock, LockHeldError
-    from include.mirrorflow.replication.run import family_lock
-
-    config = make_config(kafka_clusters, prefix())
-    flow = config.flow("primary", "backup")
-    with family_lock(flow, "locktest") as first:
-        assert first.held
-        second = FamilyLock(family_lock(flow, "locktest").config, first.group, wait_s=4)
-        with pytest.raises(LockHeldError, match="another run holds the lock"):
-            second.__enter__()
-        assert first.held  # a contender joining does not take the lock away
-    with family_lock(flow, "locktest") as again:  # free again at the latest after the contender's rebalance timeout
-        assert again.held
