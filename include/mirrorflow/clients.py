@@ -45,7 +45,6 @@ _JAVA_ONLY = {
     "ssl.secure.random.implementation",
     "client.dns.lookup",
     "exclude.internal.topics",
-    "allow.auto.create.topics",
     "buffer.memory",
     "max.block.ms",
 }
@@ -137,9 +136,16 @@ def _build(factory: type, config: dict[str, Any], what: str) -> Any:
 
 
 def client_properties(flow: FlowConfig, side: Side, role: Role, **overrides: Any) -> dict[str, Any]:
-    """librdkafka properties of one client of a flow (``client.id`` follows MM2's convention)."""
+    """librdkafka properties of one client of a flow (``client.id`` follows MM2's convention).
+
+    ``allow.auto.create.topics`` is off unless the user sets it: librdkafka turns it on for producer-type
+    handles (the AdminClient is one), and with the broker's default ``auto.create.topics.enable=true`` a
+    metadata request or a produce would create a missing topic with the broker's defaults (1 partition,
+    ``cleanup.policy=delete``). mirrorflow creates its topics itself (``topics.py``, ``internal_topics.py``).
+    """
     client_id = f"mirrorflow|{flow.name}|{side}-{role}"
     config = librdkafka_config(flow.client_config(side, role), client_id)
+    config.setdefault("allow.auto.create.topics", False)
     if role == "consumer":
         config["group.id"] = f"mirrorflow-{flow.source}-{flow.target}"  # assign() only; never committed
     config.update(overrides)

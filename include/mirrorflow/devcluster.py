@@ -230,7 +230,9 @@ def _metadata_ok(bootstrap: str, timeout: float) -> bool:
     # "connection refused" line for every attempt against a broker still starting.
     if not _tcp_answers(host or "127.0.0.1", int(port), timeout=min(timeout, 1.0)):
         return False
-    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.connection.setup.timeout.ms": 2000})
+    admin = AdminClient(
+        {"bootstrap.servers": bootstrap, "socket.connection.setup.timeout.ms": 2000, "allow.auto.create.topics": False}
+    )
     try:
         admin.list_topics(timeout=timeout)
     except KafkaException:

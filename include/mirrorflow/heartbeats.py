@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from . import clients
 from .config.model import FlowConfig, MirrorConfig, Side
-from .replication.progress import ensure_compacted_topic, read_tail
+from .internal_topics import InternalTopic, ensure_internal_topic
+from .replication.progress import read_tail
 from .wire import Heartbeat, WireFormatError
 
 
@@ -58,8 +59,8 @@ def heartbeat_flows(config: MirrorConfig) -> list[FlowConfig]:
 def emit_heartbeat(flow: FlowConfig, *, now_ms: int | None = None, timeout: float = 30.0) -> Emitted:
     """Write one heartbeat (source, target, now) to partition 0 of ``heartbeats`` on the flow's target."""
     topic = flow.policy.heartbeats_topic()
-    ensure_compacted_topic(
-        clients.admin(flow, "target"), topic, 1, flow.get_int("heartbeats.topic.replication.factor"), timeout
+    ensure_internal_topic(
+        flow, "target", InternalTopic(topic, 1, flow.get_int("heartbeats.topic.replication.factor")), timeout=timeout
     )
     beat = Heartbeat(flow.source, flow.target, int(time.time() * 1000) if now_ms is None else now_ms)
     producer = clients.producer(

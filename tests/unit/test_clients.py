@@ -62,3 +62,19 @@ def test_flow_client_properties_carry_mm2_precedence_and_a_client_id() -> None:
     assert producer["client.id"] == "mirrorflow|a->b|target-producer"
     consumer = client_properties(flow, "source", "consumer")
     assert consumer["isolation.level"] == "read_committed" and consumer["enable.auto.commit"] == "false"
+
+
+def test_every_flow_client_turns_topic_auto_creation_off_unless_the_user_sets_it() -> None:
+    """librdkafka's producer-type handles (the AdminClient too) would let a metadata request create a topic."""
+    base = "clusters = a, b\na.bootstrap.servers = h1:1\nb.bootstrap.servers = h2:1\na->b.enabled = true\n"
+    flow = parse_config(base).flow("a", "b")
+    for side in ("source", "target"):
+        for role in ("consumer", "producer", "admin"):
+            assert client_properties(flow, side, role)["allow.auto.create.topics"] is False, (side, role)
+    idempotent = client_properties(flow, "target", "producer", **{"enable.idempotence": True})
+    assert idempotent["allow.auto.create.topics"] is False
+    # A user's explicit setting is honoured (no longer dropped as Java-only), for the role it is set on.
+    chosen = parse_config(base + "b.admin.allow.auto.create.topics = true\n").flow("a", "b")
+    assert client_properties(chosen, "target", "admin")["allow.auto.create.topics"] == "true"
+    assert client_properties(chosen, "target", "producer")["allow.auto.create.topics"] is False
+    assert librdkafka_config({"allow.auto.create.topics": "true"}) == {"allow.auto.create.topics": "true"}

@@ -32,7 +32,8 @@ from confluent_kafka.admin import AdminClient
 
 from .. import clients
 from ..config.model import FlowConfig
-from ..replication.progress import ensure_compacted_topic, read_partitions
+from ..internal_topics import InternalTopic, TopicState, ensure_internal_topic
+from ..replication.progress import read_partitions
 from ..wire import Checkpoint, OffsetSync, WireFormatError
 from .translate import OffsetTranslator, Translation
 
@@ -89,6 +90,7 @@ class CheckpointReport:
     syncs_read: int = 0
     groups: list[GroupResult] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    internal_topics: list[TopicState] = field(default_factory=list)  # as found at start, problems named
 
     @property
     def emitted(self) -> int:
@@ -103,6 +105,7 @@ class CheckpointReport:
             "emitted": self.emitted,
             "groups": [{**g.summary(), "partitions": [asdict(p) for p in g.partitions]} for g in self.groups],
             "errors": self.errors,
+            "internal_topics": [t.to_dict() for t in self.internal_topics],
         }
 
 
@@ -219,9 +222,8 @@ def emit_checkpoints(
     target_admin = clients.admin(flow, "target")
     checkpoints_topic = flow.policy.checkpoints_topic(flow.source)
     if not dry_run:
-        ensure_compacted_topic(
-            target_admin, checkpoints_topic, 1, flow.get_int("checkpoints.topic.replication.factor"), timeout
-        )
+        topic = InternalTopic(checkpoints_topic, 1, flow.get_int("checkpoints.topic.replication.factor"))
+        report.internal_topics.append(ensure_internal_topic(flow, "target", topic, admin=target_admin, timeout=timeout))
     translator = read_translator(flow, timeout)
     report.syncs_read = translator.syncs_read
     previous = read_checkpoints(flow, timeout)

@@ -194,6 +194,13 @@ _SPECS = [
         "(Connect's offset.storage.partitions default)",
         minimum=1,
     ),
+    _k(
+        "mirrorflow.internal.topics.fix",
+        "bool",
+        "false",
+        "alter existing internal topics whose configs differ from MM2's (cleanup.policy=compact) instead of only "
+        "reporting them with the kafka-configs command that fixes them; partition counts are never changed",
+    ),
 ]
 
 CONNECTOR_KEYS: dict[str, KeySpec] = {s.name: s for s in _SPECS}

@@ -413,7 +413,14 @@ def demo_down(out: Out = _print) -> int:
 @functools.cache
 def _admin(bootstrap: str) -> AdminClient:
     """One admin client per cluster for ``demo status``; librdkafka's info-level chatter at exit is hidden."""
-    return AdminClient({"bootstrap.servers": bootstrap, "socket.connection.setup.timeout.ms": 3000, "log_level": 4})
+    return AdminClient(
+        {
+            "bootstrap.servers": bootstrap,
+            "socket.connection.setup.timeout.ms": 3000,
+            "log_level": 4,
+            "allow.auto.create.topics": False,
+        }
+    )
 
 
 def _partition_ends(bootstrap: str, topics: Iterable[str]) -> dict[tuple[str, int], int]:

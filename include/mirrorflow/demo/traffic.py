@@ -112,7 +112,7 @@ def _wait_for_leaders(admin: AdminClient, names: list[str], timeout: float) -> N
 
 def ensure_topics(bootstrap: str, topics: tuple[DemoTopic, ...] = DEMO_TOPICS, timeout: float = 30.0) -> list[str]:
     """Create the demo topics that do not exist yet (replication factor 1); return the names created."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap, "allow.auto.create.topics": False})
     existing = admin.list_topics(timeout=timeout).topics
     missing = [t for t in topics if t.name not in existing]
     created: list[str] = []
@@ -437,6 +437,7 @@ def run_traffic(
         {
             "bootstrap.servers": bootstrap,
             "client.id": "mirrorflow-demo-traffic",
+            "allow.auto.create.topics": False,  # the demo topics are created above, with their layout
             "linger.ms": 20,
             "enable.idempotence": True,
         }

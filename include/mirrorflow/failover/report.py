@@ -15,10 +15,21 @@ from confluent_kafka import Producer
 
 from .. import clients
 from ..config.model import FlowConfig
-from ..replication.progress import ensure_topic, read_partitions
+from ..internal_topics import InternalTopic, ensure_internal_topic
+from ..replication.progress import read_partitions
 from .plan import FailoverPlan
 
 FAILOVER_LOG = "mirrorflow.failover-log"
+
+
+def failover_log_topic(flow: FlowConfig) -> InternalTopic:
+    """An audit trail: one partition (one order), never compacted (every run is kept), never expired."""
+    return InternalTopic(
+        FAILOVER_LOG,
+        1,
+        flow.get_int("replication.factor"),
+        {"cleanup.policy": "delete", "retention.ms": "-1"},
+    )
 
 
 def _reachability(reachable: bool | None) -> str:
@@ -60,9 +71,7 @@ def render_markdown(plan: FailoverPlan) -> str:
 
 def record(flow: FlowConfig, plan: FailoverPlan, *, state: str, timeout: float = 30.0) -> dict[str, Any]:
     """Append the run to ``mirrorflow.failover-log`` on the target; ``state`` is failed-over, failed-back or dry-run."""
-    admin = clients.admin(flow, "target")
-    # An audit trail: never compacted, never expired.
-    ensure_topic(admin, FAILOVER_LOG, 1, flow.get_int("replication.factor"), {"retention.ms": "-1"}, timeout)
+    ensure_internal_topic(flow, "target", failover_log_topic(flow), timeout=timeout)
     entry = {"flow": flow.name, "state": state, "report": plan.to_dict()}
     producer = Producer(clients.client_properties(flow, "target", "producer", **{"enable.idempotence": True}))
     producer.produce(FAILOVER_LOG, key=flow.name.encode(), value=json.dumps(entry).encode(), partition=0)
@@ -83,4 +92,4 @@ def failover_state(flow: FlowConfig, timeout: float = 30.0) -> dict[str, Any] | 
     return last
 
 
-__all__ = ["FAILOVER_LOG", "failover_state", "record", "render_markdown"]
+__all__ = ["FAILOVER_LOG", "failover_log_topic", "failover_state", "record", "render_markdown"]

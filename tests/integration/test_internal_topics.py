@@ -1,0 +1,210 @@
+"""Internal topics are created as MM2 creates them (partitions, compaction), never by a metadata request.
+
+Why on real brokers: the bug this guards against is a broker behaviour. With the broker's default
+``auto.create.topics.enable=true`` and librdkafka's ``allow.auto.create.topics=true`` for producer-type
+handles (the AdminClient is one), a metadata request for a missing topic creates it with the broker's
+defaults: 1 partition and ``cleanup.policy=delete``. The topics are checked with the plain protocol
+(DescribeTopics, DescribeConfigs) through clients built here, not the library's.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
+from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+
+from include.mirrorflow.checkpoints.emit import emit_checkpoints
+from include.mirrorflow.config import MirrorConfig, parse_config
+from include.mirrorflow.devcluster import ClusterSpec, DevClusters
+from include.mirrorflow.failover.plan import plan_failover
+from include.mirrorflow.failover.report import FAILOVER_LOG, record
+from include.mirrorflow.heartbeats import emit_heartbeat, heartbeat_flows
+from include.mirrorflow.internal_topics import InternalTopic, ensure_topic
+from include.mirrorflow.replication.executor import LocalExecutor
+from include.mirrorflow.replication.run import replicate
+from tests.conftest import distinct_free_ports
+from tests.integration.test_checkpoints import commit
+from tests.kafka_helpers import create_topic, produce, read_all
+
+pytestmark = pytest.mark.integration
+
+RF_ONE = (
+    "replication.factor = 1\noffset-syncs.topic.replication.factor = 1\ncheckpoints.topic.replication.factor = 1\n"
+    "heartbeats.topic.replication.factor = 1\nsync.topic.acls.enabled = false\n"
+)
+
+
+def strict_admin(bootstrap: str) -> AdminClient:
+    """An admin client whose metadata requests can never create a topic (the checks must not cause what they check)."""
+    return AdminClient({"bootstrap.servers": bootstrap, "allow.auto.create.topics": False})
+
+
+def layout(bootstrap: str, topic: str) -> tuple[int, dict[str, str]]:
+    """(partition count, configs) of an existing topic, read with DescribeTopics and DescribeConfigs."""
+    client = strict_admin(bootstrap)
+    description = client.describe_topics(TopicCollection([topic]))[topic].result(15)
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    entries = client.describe_configs([resource])[resource].result(15)
+    return len(description.partitions), {name: entry.value for name, entry in entries.items()}
+
+
+def auto_create_by_metadata_request(bootstrap: str, topic: str) -> None:
+    """What the bug did: a default AdminClient's metadata request for a missing topic creates it (broker defaults)."""
+    AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic=topic, timeout=15)
+    partitions, configs = layout(bootstrap, topic)  # raises if the broker did not auto-create it
+    assert (partitions, configs["cleanup.policy"]) == (1, "delete")
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """Two fresh clusters: every internal topic on them is one this test's runs created."""
+    ports = distinct_free_ports(2)
+    manager = DevClusters(tmp_path / "clusters", (ClusterSpec("primary", ports[0]), ClusterSpec("backup", ports[1])))
+    manager.up(timeout=60)
+    try:
+        yield manager.specs[0].bootstrap, manager.specs[1].bootstrap
+    finally:
+        manager.down(timeout=30)
+
+
+def test_every_internal_topic_has_mm2s_partitions_and_cleanup_policy_after_a_run(
+    pair: tuple[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    primary, backup = pair
+    config = parse_config(
+        f"clusters = primary, backup\nprimary.bootstrap.servers = {primary}\nbackup.bootstrap.servers = {backup}\n"
+        f"primary->backup.enabled = true\nprimary->backup.topics = orders\n{RF_ONE}"
+    )
+    flow = config.flow("primary", "backup")
+    topic = create_topic(primary, "orders", partitions=2)
+    produce(primary, topic, [{"value": b"o%d" % i, "partition": i % 2} for i in range(20)])
+    commit(primary, "billing", {(topic, 0): 5, (topic, 1): 7})
+    caplog.set_level(logging.WARNING, logger="include.mirrorflow.internal_topics")
+
+    for f in heartbeat_flows(config):  # primary->backup and, as MM2, backup->primary
+        emit_heartbeat(f)
+    report = replicate(config, "primary->backup", None, LocalExecutor())
+    assert report.ok and report.records == 20 + 1, report.errors  # orders and primary's heartbeat (backup->primary)
+    checkpoints = emit_checkpoints(flow)
+    assert checkpoints.emitted == 2 and [t.created for t in checkpoints.internal_topics] == [True]
+    record(flow, plan_failover(flow, mode="planned", dry_run=True), state="dry-run")
+
+    compact = {"cleanup.policy": "compact"}
+    expected = {
+        # (cluster, topic): (partitions, configs that must hold)
+        (backup, "mm2-offsets.primary.internal"): (25, compact),  # mirrorflow.progress.partitions
+        (primary, "mm2-offset-syncs.backup.internal"): (1, compact),  # offset-syncs.topic.location = source
+        (backup, "primary.checkpoints.internal"): (1, compact),
+        (backup, "heartbeats"): (1, compact),
+        (primary, "heartbeats"): (1, compact),  # written by the reverse pair
+        (backup, FAILOVER_LOG): (1, {"cleanup.policy": "delete", "retention.ms": "-1"}),  # an audit trail
+        # The run lock's topic: its configs are the lock's design (replication/lock.py and its tests).
+        (backup, "mirrorflow-locks.internal"): (1, {}),
+    }
+    # Every internal topic on both clusters is one of these: none slipped through unchecked.
+    for bootstrap in (primary, backup):
+        names = strict_admin(bootstrap).list_topics(timeout=15).topics
+        internal = {n for n in names if n.endswith(".internal") or n.startswith("mirrorflow") or n == "heartbeats"}
+        assert internal == {t for (b, t) in expected if b == bootstrap}, bootstrap
+    for (bootstrap, name), (partitions, configs) in expected.items():
+        found_partitions, found = layout(bootstrap, name)
+        assert found_partitions == partitions, name
+        assert {k: found[k] for k in configs} == configs, name
+    assert [r.partition for r in read_all(backup, "primary.checkpoints.internal")] == [0, 0]
+
+    # A second round finds every topic as it should be: nothing reported.
+    assert replicate(config, "primary->backup", None, LocalExecutor()).ok
+    assert emit_checkpoints(flow).internal_topics[0].ok
+    assert not [r.getMessage() for r in caplog.records], "no internal topic should have been reported"
+
+
+def flow_config(kafka_clusters: Any, alias: str, prefix: str, extra: str = "") -> MirrorConfig:
+    """A flow from a source alias of its own, so its internal topic names are this test's alone."""
+    return parse_config(
+        f"clusters = {alias}, backup\n{alias}.bootstrap.servers = {kafka_clusters.primary}\n"
+        f"backup.bootstrap.servers = {kafka_clusters.backup}\n{alias}->backup.enabled = true\n"
+        f"{alias}->backup.topics = {prefix}-.*\noffset-syncs.topic.location = target\n{RF_ONE}{extra}"
+    )
+
+
+def test_internal_topics_auto_created_with_broker_defaults_are_reported_then_fixed_when_allowed(
+    kafka_clusters: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    alias = f"src{uuid.uuid4().hex[:8]}"
+    prefix = f"it-{uuid.uuid4().hex[:8]}"
+    progress, checkpoints = f"mm2-offsets.{alias}.internal", f"{alias}.checkpoints.internal"
+    for name in (progress, checkpoints):
+        auto_create_by_metadata_request(kafka_clusters.backup, name)
+    topic = create_topic(kafka_clusters.primary, f"{prefix}-orders", partitions=3)
+    produce(kafka_clusters.primary, topic, [{"value": b"v%d" % i, "partition": i % 3} for i in range(9)])
+    caplog.set_level(logging.WARNING, logger="include.mirrorflow.internal_topics")
+    bootstrap = kafka_clusters.backup
+
+    # Reported, not changed: the command that fixes it is named; the existing partition count is used.
+    config = flow_config(kafka_clusters, alias, prefix)
+    assert replicate(config, f"{alias}->backup", None, LocalExecutor()).ok
+    warnings = "\n".join(r.getMessage() for r in caplog.records)
+    fix = (
+        f"kafka-configs.sh --bootstrap-server {bootstrap} --alter --entity-type topics --entity-name {progress} "
+        "--add-config cleanup.policy=compact"
+    )
+    assert fix in warnings
+    assert f"{progress} on backup: 1 partition(s), not 25; mirrorflow uses the existing 1" in warnings
+    assert {r.partition for r in read_all(bootstrap, progress)} == {0}  # keys placed by the existing count
+    assert layout(bootstrap, progress)[1]["cleanup.policy"] == "delete"
+    [state] = emit_checkpoints(config.flow(alias, "backup")).internal_topics
+    assert not state.created and not state.fixed
+    reported = (
+        f"{checkpoints} on backup: has cleanup.policy=delete, must have cleanup.policy=compact (not compacted, what "
+        f"it stores expires with the retention); fix it with: kafka-configs.sh --bootstrap-server {bootstrap} "
+        f"--alter --entity-type topics --entity-name {checkpoints} --add-config cleanup.policy=compact "
+        "(or set mirrorflow.internal.topics.fix=true to let mirrorflow do it)"
+    )
+    assert [p for p in state.problems if "--add-config" in p] == [reported]
+    assert layout(bootstrap, checkpoints)[1]["cleanup.policy"] == "delete"
+
+    # Fixed when the user allows it: the config only; the partition count stays (and is still reported).
+    fixing = flow_config(kafka_clusters, alias, prefix, "mirrorflow.internal.topics.fix = true\n")
+    caplog.clear()
+    assert replicate(fixing, f"{alias}->backup", None, LocalExecutor()).ok
+    partitions, configs = layout(bootstrap, progress)
+    assert (partitions, configs["cleanup.policy"]) == (1, "compact")
+    warnings = "\n".join(r.getMessage() for r in caplog.records)
+    assert f"{progress} on backup: had cleanup.policy=delete; set cleanup.policy=compact" in warnings
+    assert "mirrorflow uses the existing 1" in warnings and fix not in warnings
+    [state] = emit_checkpoints(fixing.flow(alias, "backup")).internal_topics
+    assert state.fixed and not state.problems
+    partitions, configs = layout(bootstrap, checkpoints)
+    assert (partitions, configs["cleanup.policy"]) == (1, "compact")
+
+
+def test_the_existence_check_never_creates_a_topic_even_on_a_client_that_allows_auto_creation(
+    kafka_clusters: Any,
+) -> None:
+    """``ensure_topic`` asks with CreateTopics and DescribeTopics, never with a metadata request that auto-creates."""
+    name = f"mm2-offsets.src{uuid.uuid4().hex[:8]}.internal"
+    permissive = AdminClient({"bootstrap.servers": kafka_clusters.backup})  # librdkafka's default: auto-create on
+    state = ensure_topic(
+        permissive, InternalTopic(name, 25, 1, keys_follow_partitions=True), cluster="backup", bootstrap="b"
+    )
+    assert (state.created, state.partitions, state.problems) == (True, 25, [])
+    partitions, configs = layout(kafka_clusters.backup, name)
+    assert (partitions, configs["cleanup.policy"]) == (25, "compact")
+    again = ensure_topic(permissive, InternalTopic(name, 25, 1), cluster="backup", bootstrap="b")
+    assert (again.created, again.partitions, again.problems) == (False, 25, [])
+
+    # DescribeTopics (what the existence check and the wait use) does not auto-create, even on this client.
+    missing = f"t-missing-{uuid.uuid4().hex[:8]}.internal"
+    with pytest.raises(KafkaException) as unknown:
+        permissive.describe_topics(TopicCollection([missing]))[missing].result(15)
+    assert unknown.value.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+    # A topic that cannot be created (replication factor 3 on one broker) is an error naming why; none appears.
+    with pytest.raises(RuntimeError, match=f"cannot create internal topic {missing} on backup .*replication factor 3"):
+        ensure_topic(permissive, InternalTopic(missing, 1, 3), cluster="backup", bootstrap="b")
+    assert missing not in strict_admin(kafka_clusters.backup).list_topics(timeout=15).topics
