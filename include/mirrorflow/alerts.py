@@ -22,7 +22,9 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-Kind = Literal["alert", "recovery", "failover", "failback"]
+WEBHOOK_KEY = "mirrorflow.alerts.webhook.url"
+
+Kind = Literal["alert", "recovery", "failover", "failback", "data-loss", "reset"]
 State = Literal["fresh", "stale"]
 
 
@@ -116,6 +118,67 @@ def alert_payload(
     }
 
 
+def run_event_payloads(report: Mapping[str, Any]) -> list[tuple[Kind, dict[str, Any]]]:
+    """One alert per loss or reset event of a replication run report (``RunReport.to_dict()``).
+
+    Unlike stale heartbeats these are facts, not states: each event is sent once, by the run that found it
+    (a reset is repaired by that run; a loss event describes records that are gone for good).
+    """
+    now_ms = int(time.time() * 1000)
+    flow, family = report.get("flow", "?"), report.get("family")
+    where = f"{flow} family {family}" if family else str(flow)
+    payloads: list[tuple[Kind, dict[str, Any]]] = []
+    for kind, key in (("data-loss", "loss_events"), ("reset", "reset_events")):
+        for event in report.get(key) or []:
+            if kind == "data-loss":
+                count = int(event["last_missing"]) - int(event["first_missing"]) + 1
+                text = (
+                    f"{where}: DATA LOSS on {event['topic']}[{event['partition']}]: offsets "
+                    f"{event['first_missing']}..{event['last_missing']} ({count} records) were deleted on the "
+                    f"source before they were copied; {event['action']}"
+                )
+            else:
+                text = (
+                    f"{where}: RESET of {event['topic']}[{event['partition']}] ({event['side']}): {event['reason']}; "
+                    f"stored progress {event['stored_progress']}; {event['action']}"
+                )
+            payloads.append(
+                (
+                    kind,  # type: ignore[arg-type]
+                    {
+                        "source": "mirrorflow",
+                        "kind": kind,
+                        "flow": flow,
+                        "family": family,
+                        "event": dict(event),
+                        "checked_at_ms": now_ms,
+                        "time": datetime.fromtimestamp(now_ms / 1000, UTC).isoformat(),
+                        "message": text,
+                    },
+                )
+            )
+    return payloads
+
+
+def send_run_events(webhook_url: str, report: Mapping[str, Any], log: Any) -> list[str]:
+    """POST every loss and reset event of a run report to the webhook (the run already logged them).
+
+    The run sends them itself, so the CLI, the Spark app and the mirror DAG alert alike; returns what
+    failed to be delivered (the URL never appears: it is a secret).
+    """
+    failed: list[str] = []
+    if not webhook_url.strip():
+        return failed
+    for kind, payload in run_event_payloads(report):
+        try:
+            status = post_webhook(webhook_url.strip(), payload)
+            log.info("%s alert POSTed to the webhook (HTTP %s)", kind, status)
+        except WebhookError as exc:
+            log.error("%s alert not delivered to the webhook: %s", kind, exc)
+            failed.append(f"webhook: {exc}")
+    return failed
+
+
 class WebhookError(RuntimeError):
     """A webhook POST failed. The message never contains the URL (it is a secret)."""
 
@@ -146,4 +209,13 @@ def post_webhook(url: str, payload: Mapping[str, Any], timeout: float = 10.0) ->
         raise WebhookError(f"webhook POST failed: {type(exc).__name__}: {exc}") from None
 
 
-__all__ = ["AlertState", "Kind", "WebhookError", "alert_payload", "decide", "post_webhook"]
+__all__ = [
+    "AlertState",
+    "Kind",
+    "WebhookError",
+    "alert_payload",
+    "decide",
+    "post_webhook",
+    "run_event_payloads",
+    "send_run_events",
+]

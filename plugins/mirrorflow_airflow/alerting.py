@@ -21,12 +21,11 @@ from typing import Any
 from airflow.sdk import BaseNotifier, Variable
 from airflow.sdk.log import mask_secret
 
-from include.mirrorflow.alerts import AlertState, Kind, WebhookError, post_webhook
+from include.mirrorflow.alerts import WEBHOOK_KEY, AlertState, Kind, WebhookError, post_webhook
 from include.mirrorflow.config import FlowConfig
 
 log = logging.getLogger(__name__)
 
-WEBHOOK_KEY = "mirrorflow.alerts.webhook.url"
 NOTIFIERS_KEY = "mirrorflow.alerts.notifiers"
 WEBHOOK_TIMEOUT_S = 10.0
 

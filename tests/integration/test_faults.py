@@ -223,11 +223,12 @@ def syncs_of(bootstrap: str, topic: str) -> list[OffsetSync]:
     return [s for s in (OffsetSync.decode(r.key, r.value) for r in records) if s.topic == topic]
 
 
-def test_recreated_source_topic_is_copied_from_its_start(pair: Pair) -> None:
+def test_recreated_source_topic_is_copied_from_its_start(pair: Pair, webhook: tuple[str, list[dict[str, Any]]]) -> None:
+    url, received = webhook
     prefix = unique_topic_name("recreate-src")
     topic = create_topic(pair.primary, prefix, partitions=1)
     produce(pair.primary, topic, [b"old-%d" % i for i in range(1000)])
-    config = make_config(pair, prefix)
+    config = make_config(pair, prefix, f"mirrorflow.alerts.webhook.url = {url}\n")
     assert replicate(config, "primary->backup", None, LocalExecutor()).records == 1000
 
     recreate(pair.primary, topic, 1)
@@ -238,6 +239,8 @@ def test_recreated_source_topic_is_copied_from_its_start(pair: Pair) -> None:
     assert (event["topic"], event["partition"], event["side"]) == (topic, 0, "source")
     assert (event["stored_progress"], event["log_start"], event["end"]) == (999, 0, 300)
     assert "deleted and recreated" in event["reason"] and "copying from source offset 0" in event["action"]
+    (alert,) = received  # the alert channel: one POST for the one reset
+    assert alert["kind"] == "reset" and alert["event"] == event and f"RESET of {topic}[0]" in alert["message"]
 
     produce(pair.primary, topic, [b"new-%d" % i for i in range(300, 1300)])  # now more than before
     more = replicate(config, "primary->backup", None, LocalExecutor())

@@ -148,13 +148,15 @@ def test_internal_topics_auto_created_with_broker_defaults_are_reported_then_fix
 
     # Reported, not changed: the command that fixes it is named; the existing partition count is used.
     config = flow_config(kafka_clusters, alias, prefix)
-    assert replicate(config, f"{alias}->backup", None, LocalExecutor()).ok
+    report = replicate(config, f"{alias}->backup", None, LocalExecutor())
+    assert report.ok
     warnings = "\n".join(r.getMessage() for r in caplog.records)
     fix = (
         f"kafka-configs.sh --bootstrap-server {bootstrap} --alter --entity-type topics --entity-name {progress} "
         "--add-config cleanup.policy=compact"
     )
     assert fix in warnings
+    assert any(fix in warning for warning in report.warnings)  # in the run report too, where operators look
     assert f"{progress} on backup: 1 partition(s), not 25; mirrorflow uses the existing 1" in warnings
     assert {r.partition for r in read_all(bootstrap, progress)} == {0}  # keys placed by the existing count
     assert layout(bootstrap, progress)[1]["cleanup.policy"] == "delete"

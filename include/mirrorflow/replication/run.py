@@ -22,6 +22,7 @@ from confluent_kafka import IsolationLevel, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
 from .. import clients, topics
+from ..alerts import WEBHOOK_KEY, send_run_events
 from ..config.model import FlowConfig, MirrorConfig, parse_duration
 from ..internal_topics import InternalTopic, ensure_internal_topic
 from .executor import UnitExecutor
@@ -67,6 +68,7 @@ class RunReport:
     loss_events: list[dict[str, Any]] = field(default_factory=list)
     reset_events: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # worth fixing, not failing the run (internal topics)
 
     @property
     def ok(self) -> bool:
@@ -133,11 +135,15 @@ class _Run:
         self.source_ids: dict[str, str | None] = {}
         self.target_ids: dict[str, str | None] = {}
 
-    def internal_topics(self) -> tuple[int, str, bool]:
-        """Create the progress and offset-syncs topics if missing; return what units need to know."""
+    def internal_topics(self, report: RunReport) -> tuple[int, str, bool]:
+        """Create the progress and offset-syncs topics if missing; return what units need to know.
+
+        An existing topic that differs from what MM2 would create is a warning in the report, with the
+        command that fixes it (``internal_topics``), so the operator sees it where they look.
+        """
         flow = self.flow
         worker_rf = self.config.top_level.get("offset.storage.replication.factor")
-        progress_partitions = ensure_internal_topic(
+        progress = ensure_internal_topic(
             flow,
             "target",
             InternalTopic(
@@ -148,18 +154,20 @@ class _Run:
             ),
             admin=self.target_admin,
             timeout=self.timeout,
-        ).partitions
+        )
+        report.warnings += progress.problems
         on_target = flow.get("offset-syncs.topic.location") == "target"
         syncs_topic = flow.policy.offset_syncs_topic(flow.source if on_target else flow.target)
         if flow.get_bool("emit.offset-syncs.enabled"):
-            ensure_internal_topic(
+            syncs = ensure_internal_topic(
                 flow,
                 "target" if on_target else "source",
                 InternalTopic(syncs_topic, 1, flow.get_int("offset-syncs.topic.replication.factor")),
                 admin=self.target_admin if on_target else self.source_admin,
                 timeout=self.timeout,
             )
-        return progress_partitions, syncs_topic, on_target
+            report.warnings += syncs.problems
+        return progress.partitions, syncs_topic, on_target
 
     def execute(self, report: RunReport, lock: FamilyLock) -> None:
         flow = self.flow
@@ -171,7 +179,7 @@ class _Run:
             report.errors.append(f"{topic}: {error}")
         if not plans:
             return
-        progress_partitions, syncs_topic, syncs_on_target = self.internal_topics()
+        progress_partitions, syncs_topic, syncs_on_target = self.internal_topics(report)
         tps = [TopicPartition(p.source_topic, i) for p in plans for i in range(p.partitions)]
         isolation = _isolation(flow)
         ends = _offsets(self.source_admin, tps, OffsetSpec.latest(), isolation, self.timeout)
@@ -433,6 +441,9 @@ def replicate(
         report.errors.append(str(exc))
     report.batches = 1
     report.seconds = round(time.monotonic() - started, 3)
+    if report.loss_events or report.reset_events:
+        # The run that finds a loss or reset alerts on it, whoever started the run (CLI, Spark app, DAG).
+        send_run_events(flow.get(WEBHOOK_KEY), report.to_dict(), log)  # a failed POST is logged, never fatal
     return report
 
 
@@ -497,6 +508,7 @@ def _merge(total: RunReport, batch: RunReport) -> RunReport:
             total.partitions.append(p)
     total.loss_events += batch.loss_events
     total.reset_events += batch.reset_events
+    total.warnings += [w for w in batch.warnings if w not in total.warnings]
     total.errors += batch.errors
     total.batches += 1
     total.seconds = round(total.seconds + batch.seconds, 3)
