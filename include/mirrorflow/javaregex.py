@@ -44,6 +44,7 @@ import unicodedata
 from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from itertools import accumulate
 from typing import NoReturn
 
@@ -74,6 +75,13 @@ _POSIX = {
 _ASCII_SHORTHAND = {"d": "0-9", "w": "a-zA-Z0-9_", "s": " \\t\\n\\x0b\\f\\r"}
 _SIMPLE_ESCAPES = {"t": 0x09, "n": 0x0A, "r": 0x0D, "f": 0x0C, "a": 0x07, "e": 0x1B}
 _CTRL_NAMES = {0x09: "\\t", 0x0A: "\\n", 0x0D: "\\r", 0x0C: "\\f"}
+# Java's counted quantifiers are ints: a larger count is its "Illegal repetition range".
+_MAX_REPEAT = 2**31 - 1
+# Python's re compiles groups recursively: a pattern nested deeper than this would raise RecursionError
+# (how deep depends on the caller's stack, e.g. Airflow's DAG parser), so it is refused at a fixed depth.
+MAX_NESTING = 100
+# A pattern quoted in an error message is cut here: a 100 kB pattern must not become a 100 kB message.
+_SHOWN = 120
 
 
 class JavaRegexError(ValueError):
@@ -91,11 +99,15 @@ class JavaRegexError(ValueError):
         self.construct = construct
         self.kind = kind
         where = f" at position {position}" if position is not None else ""
-        what = f" construct '{construct}'" if construct else ""
-        super().__init__(f"{kind} Java regex{what}{where} in '{pattern}': {reason}")
+        what = f" construct '{_cut(construct)}'" if construct else ""
+        super().__init__(f"{kind} Java regex{what}{where} in '{_cut(pattern)}': {reason}")
 
     def __reduce__(self) -> tuple[type, tuple[object, ...]]:  # keep picklable (custom __init__)
         return (type(self), (self.pattern, self.position, self.reason, self.construct, self.kind))
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= _SHOWN else f"{text[:_SHOWN]}... ({len(text)} characters)"
 
 
 def _hex(cp: int) -> str:
@@ -279,6 +291,9 @@ class _Translator:
             if self._peek() != "}":
                 self._bad("unclosed counted quantifier: expected {n}, {n,} or {n,m}", start)
             self.k += 1
+            for count in (lo, hi):
+                if count and (len(count) > 10 or int(count) > _MAX_REPEAT):
+                    self._bad(f"illegal repetition range: {_cut(count)} is too large (at most {_MAX_REPEAT})", start)
             if hi and int(hi) < int(lo):
                 self._bad("illegal repetition range: maximum is below minimum", start)
             text = "{" + lo + comma + hi + "}"
@@ -296,6 +311,12 @@ class _Translator:
     def _push(self, opener: str, start: int, flags: frozenset[str]) -> None:
         self._emit(opener, start, quantifiable=False)
         self.stack.append(_Frame(flags, start))
+        self._check_depth(start)
+
+    def _check_depth(self, start: int) -> None:
+        """Refuse nesting Python's recursive compiler may not survive (groups and scoped-flag groups)."""
+        if len(self.stack) + sum(len(f.scopes) for f in self.stack) > MAX_NESTING:
+            self._fail(f"groups are nested more than {MAX_NESTING} deep (Python's re compiles them recursively)", start)
 
     def _open_group(self) -> None:
         start = self._pos()
@@ -350,6 +371,7 @@ class _Translator:
         else:
             frame.scopes.append(f"(?{prefix}:")
             self._emit(f"(?{prefix}:", start, quantifiable=False)
+            self._check_depth(start)
 
     def _group_name(self, start: int) -> str:
         name = self._take("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
@@ -569,20 +591,24 @@ def translate(java_pattern: str) -> str:
     return _Translator(java_pattern).run()[0]
 
 
+@lru_cache(maxsize=4096)
 def compile_java(java_pattern: str) -> re.Pattern[str]:
     """Translate and compile with ``re.ASCII`` (Java's default ASCII semantics).
 
     Any remaining Python compile error is re-raised as :class:`JavaRegexError` with the
     position mapped back into the Java pattern, so callers handle one exception type.
+    Cached: every flow of a file compiles the same few filter lists (compiled patterns are immutable).
     """
     py, offsets, positions = _Translator(java_pattern).run()
     try:
         return re.compile(py, re.ASCII)
-    except (re.error, OverflowError) as exc:
+    except (re.error, OverflowError, RecursionError) as exc:
         at = getattr(exc, "pos", None)
         pos = positions[bisect_right(offsets, at) - 1] if at is not None and offsets else None
-        msg = getattr(exc, "msg", str(exc))
-        raise JavaRegexError(java_pattern, pos, f"Python's re rejects the translation {py!r}: {msg}") from exc
+        msg = getattr(exc, "msg", None) or str(exc)
+        if isinstance(exc, RecursionError):
+            msg = "too deeply nested for Python's re"
+        raise JavaRegexError(java_pattern, pos, f"Python's re rejects the translation {_cut(py)!r}: {msg}") from exc
 
 
 def compile_pattern_list(items: Sequence[str]) -> re.Pattern[str] | None:

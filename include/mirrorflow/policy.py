@@ -220,7 +220,17 @@ def policy_class(name: str) -> type[ReplicationPolicy]:
 
 
 def load_policy(name: str, props: Mapping[str, str]) -> ReplicationPolicy:
-    """Instantiate and configure a policy the way a connector does (``Configurable.configure``)."""
-    policy = policy_class(name)()
-    policy.configure(props)
+    """Instantiate and configure a policy the way a connector does (``Configurable.configure``).
+
+    A plug-in policy is user code: whatever it raises becomes a ``PolicyError``, so a broken policy is
+    a configuration error at its line, not a traceback from ``config validate``.
+    """
+    cls = policy_class(name)
+    try:
+        policy = cls()
+        policy.configure(props)
+    except PolicyError:
+        raise
+    except Exception as exc:  # a plug-in's own failure
+        raise PolicyError(f"replication policy class '{name.strip()}' failed: {type(exc).__name__}: {exc}") from exc
     return policy

@@ -262,3 +262,107 @@ def test_duplicate_keys_last_wins_with_a_warning() -> None:
     config = parse_config(BASE + "offset.lag.max = 1\noffset.lag.max = 2\n")
     assert config.flow("A", "B").get("offset.lag.max") == "2"
     assert any("also set at line 5" in w for w in config.warnings)
+
+
+# -- many clusters: only the pairs the file names are resolved when it is loaded --------------------------
+
+
+def test_pairs_the_file_does_not_name_are_built_on_first_use() -> None:
+    text = BASE.replace("clusters = A, B", "clusters = A, B, C, D") + (
+        "C.bootstrap.servers = c:9092\nD.bootstrap.servers = d:9092\nD.consumer.fetch.min.bytes = 7\n"
+        "offset.lag.max = 7\n"
+    )
+    config = parse_config(text)
+    assert len(config.flows) == 12 and len(list(config.flows)) == 12
+    assert [f.name for f in config.enabled_flows()] == ["A->B"]
+    assert ("D", "C") in config.flows and ("A", "A") not in config.flows and ("A", "Z") not in config.flows
+    built = config.flow("D", "C")
+    assert not built.enabled and built.get("offset.lag.max") == "7"
+    assert built.client_config("source", "consumer")["fetch.min.bytes"] == "7"
+    assert built.client_config("target", "admin")["bootstrap.servers"] == "c:9092"
+    assert config.flow("D", "C") is built  # built once
+    with pytest.raises(KeyError, match="no flow A->Z"):
+        config.flow("A", "Z")
+
+
+def test_loading_resolves_the_named_pairs_and_one_representative(monkeypatch: pytest.MonkeyPatch) -> None:
+    from include.mirrorflow.config import resolve
+
+    resolved: list[tuple[str, str]] = []
+    original = resolve._Resolver.flow
+
+    def counting(self: resolve._Resolver, pair: tuple[str, str]) -> object:
+        resolved.append(pair)
+        return original(self, pair)
+
+    monkeypatch.setattr(resolve._Resolver, "flow", counting)
+    aliases = [f"c{i}" for i in range(300)]
+    text = f"clusters = {', '.join(aliases)}\n" + "".join(f"{a}.bootstrap.servers = {a}:9092\n" for a in aliases)
+    config = parse_config(text + "c1->c2.enabled = true\nc5->c4.topics = x\n")
+    assert resolved == [("c1", "c2"), ("c5", "c4"), ("c0", "c1")]  # not 300 * 299 pairs
+    assert [f.name for f in config.enabled_flows()] == ["c1->c2"]
+
+
+def test_top_level_enabled_turns_every_pair_on() -> None:
+    config = parse_config(
+        BASE.replace("clusters = A, B", "clusters = A, B, C") + "C.bootstrap.servers = c:1\nenabled = true\n"
+    )
+    assert len(config.enabled_flows()) == 6
+
+
+def test_top_level_errors_are_found_when_no_flow_is_named() -> None:
+    errors = errors_of(
+        "clusters = A, B\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\n"
+        "replication.policy.class = com.example.Nope\n"
+    )
+    assert any(e.startswith("mm2.properties:4: error: replication.policy.class: unknown replication") for e in errors)
+
+
+def test_heartbeat_only_pairs_are_every_pair_not_enabled() -> None:
+    from include.mirrorflow.config.describe import describe_config
+
+    config = parse_config(BASE.replace("clusters = A, B", "clusters = A, B, C") + "C.bootstrap.servers = c:1\n")
+    assert describe_config(config)["heartbeat_only_pairs"] == ["A->C", "B->A", "B->C", "C->A", "C->B"]
+
+
+def test_file_level_problems_are_reported_at_line_1() -> None:
+    assert errors_of("A.bootstrap.servers = a:1\n") == [
+        "mm2.properties:1: error: clusters: required key 'clusters' is missing (e.g. clusters = primary, backup)"
+    ]
+
+
+class ExplodingPolicy(DefaultReplicationPolicy):
+    """A plug-in policy whose constructor fails (user code may raise anything)."""
+
+    def __init__(self) -> None:
+        raise RuntimeError("boom")
+
+
+def test_a_plug_in_that_raises_is_an_error_at_its_line() -> None:
+    errors = errors_of(BASE + "replication.policy.class = tests.unit.test_config.ExplodingPolicy\n")
+    assert any(
+        e.startswith("mm2.properties:5: error: replication.policy.class: ") and "failed: RuntimeError: boom" in e
+        for e in errors
+    ), errors
+
+
+def test_typed_client_values_are_trimmed_as_java_reads_them() -> None:
+    flow = parse_config(BASE + "B.producer.enable.idempotence = true  \nB.producer.client.rack = r1  \n").flow("A", "B")
+    producer = flow.client_config("target", "producer")
+    assert producer["enable.idempotence"] == "true" and producer["client.rack"] == "r1  "
+
+
+def test_errors_are_one_printable_line() -> None:
+    errors = errors_of(BASE + "A->B.offset.lag.max = a\\nb\\uD800\n")
+    assert errors == ["mm2.properties:5: error: A->B.offset.lag.max: 'a\\nb\\ud800' is not an integer"]
+
+
+def test_family_patterns_with_huge_automata_are_left_to_the_run_time_check() -> None:
+    # ".*a.{16}" determinizes to 2^16 states: the static check gives up instead of blocking the DAG parse.
+    text = BASE + (
+        "A->B.mirrorflow.families = x, y\nA->B.mirrorflow.family.x.topics = .*a.{16}\n"
+        "A->B.mirrorflow.family.y.topics = .*\n"
+    )
+    flow = parse_config(text).flow("A", "B")
+    with pytest.raises(FamilyConflictError, match="claimed by families 'x'"):
+        flow.family_of("a" * 17)

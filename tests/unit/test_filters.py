@@ -74,3 +74,8 @@ def test_config_property_filter() -> None:
 def test_bad_regex_raises_a_named_error() -> None:
     with pytest.raises(JavaRegexError):
         TopicFilter("orders(")
+
+
+def test_a_regex_too_deep_for_python_is_a_java_regex_error() -> None:
+    with pytest.raises(JavaRegexError, match="nested more than 100 deep"):
+        TopicFilter("(" * 5000 + "a" + ")" * 5000)

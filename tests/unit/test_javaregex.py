@@ -550,3 +550,22 @@ def test_unicode_and_non_ascii_literals_pass_through() -> None:
     check(r"\€", ["€"], [])
     check("[é-ë]", ["ê"], ["e"])
     check("\U0001f600+", ["\U0001f600\U0001f600"], [])
+
+
+def test_deep_nesting_is_refused_at_a_fixed_depth_not_by_a_recursion_error() -> None:
+    check("(" * 50 + "a" + ")" * 50, ["a"], ["b"])
+    for nested in ("(" * 5000 + "a" + ")" * 5000, "(?:" * 101 + "a" + ")" * 101, "a(?i)b(?-i)" * 101):
+        with pytest.raises(JavaRegexError, match="nested more than 100 deep") as info:
+            compile_java(nested)
+        assert info.value.kind == "unsupported" and len(str(info.value)) < 500  # the pattern is cut, not echoed
+
+
+def test_repetition_counts_beyond_javas_int_are_invalid() -> None:
+    for pattern in ("a{2147483648}", "a{1," + "9" * 5000 + "}"):
+        with pytest.raises(JavaRegexError, match="illegal repetition range: .* is too large") as info:
+            compile_java(pattern)
+        assert info.value.kind == "invalid"
+
+
+def test_compiled_patterns_are_cached() -> None:
+    assert compile_java("orders\\..*") is compile_java("orders\\..*")

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from include.mirrorflow.config.properties import PropertiesSyntaxError, lost_backslashes, parse_properties
+from include.mirrorflow.config.properties import (
+    PropertiesSyntaxError,
+    lost_backslashes,
+    parse_properties,
+    read_properties_file,
+)
 
 
 def as_dict(text: str) -> dict[str, str]:
@@ -68,3 +75,25 @@ def test_lost_backslashes_detects_regex_escapes_eaten_by_the_loader() -> None:
     assert lost_backslashes(r"orders\..*")
     assert not lost_backslashes(r"orders\\..*")
     assert not lost_backslashes(r"a\tb")
+
+
+def test_a_file_that_is_not_utf8_is_an_error_at_the_line_of_the_first_bad_byte(tmp_path: Path) -> None:
+    path = tmp_path / "mm2.properties"
+    path.write_bytes(b"a=1\r\n# caf\xe9\nb=2\n")
+    with pytest.raises(PropertiesSyntaxError) as err:
+        read_properties_file(path)
+    assert err.value.file == str(path) and err.value.line == 2
+    assert "not UTF-8: byte 0xe9 at offset 10 (column 6)" in err.value.message and "\\u00e9" in err.value.message
+    assert err.value.safe_message == f"{path}:2: not UTF-8 (the byte at offset 10 cannot be decoded)"
+
+
+def test_utf8_files_are_read_as_utf8(tmp_path: Path) -> None:
+    path = tmp_path / "mm2.properties"
+    path.write_text("k = café\n", encoding="utf-8")
+    assert [(e.key, e.value) for e in read_properties_file(path)] == [("k", "café")]
+
+
+def test_the_safe_message_of_a_bad_escape_quotes_nothing() -> None:
+    with pytest.raises(PropertiesSyntaxError) as err:
+        parse_properties("pw=ab\\u12g4\n", "secret.properties")
+    assert err.value.safe_message == "secret.properties:1: malformed \\uxxxx encoding"

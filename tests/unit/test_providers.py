@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -95,3 +96,29 @@ def test_shell_style_variable_is_left_alone_with_a_warning() -> None:
     config = parse_config(BASE + "b.sasl.jaas.config = x password=${APIKEY};\n")
     assert config.flow("a", "b").client_config("target", "producer")["sasl.jaas.config"] == "x password=${APIKEY};"
     assert any("write ${env:APIKEY}" in w for w in config.warnings)
+
+
+def test_dir_provider_reads_the_bytes_unchanged(tmp_path: Path) -> None:
+    (tmp_path / "pem").write_bytes(b"line1\r\nline2\r\n")
+    assert client(f"b.ssl.key.password = ${{dir:{tmp_path}:pem}}\n", "ssl.key.password") == "line1\r\nline2\r\n"
+
+
+def test_only_regular_files_are_read(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "fifo")  # reading it would block validation forever
+    with pytest.raises(ConfigError) as err:
+        parse_config(BASE + PROVIDERS + f"b.ssl.key.password = ${{dir:{tmp_path}:fifo}}\n", "mm2.properties")
+    assert f"cannot read {tmp_path / 'fifo'}: it is not a regular file" in str(err.value)
+    with pytest.raises(ConfigError, match="'sub/pw' is not the name of a file in"):
+        parse_config(BASE + PROVIDERS + f"b.ssl.key.password = ${{dir:{tmp_path}:sub/pw}}\n")
+
+
+def test_a_bad_secrets_file_is_named_but_never_quoted(tmp_path: Path) -> None:
+    secrets = tmp_path / "s.properties"
+    secrets.write_text("a = 1\npw = hunter2\\u12\n")
+    with pytest.raises(ConfigError) as err:
+        parse_config(BASE + PROVIDERS + f"b.ssl.key.password = ${{file:{secrets}:pw}}\n", "mm2.properties")
+    message = str(err.value)
+    assert (
+        f"mm2.properties:9: error: b.ssl.key.password: cannot resolve ${{file:{secrets}:pw}}: {secrets}:2:" in message
+    )
+    assert "hunter2" not in message

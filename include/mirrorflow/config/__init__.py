@@ -6,7 +6,17 @@ problem with its file and line.
 
 from __future__ import annotations
 
-from .model import ClusterConfig, Family, FamilyConflictError, FlowConfig, MirrorConfig, Origin, Schedule, Setting
+from .model import (
+    ClusterConfig,
+    Family,
+    FamilyConflictError,
+    FlowConfig,
+    FlowTable,
+    MirrorConfig,
+    Origin,
+    Schedule,
+    Setting,
+)
 from .problems import ConfigError, Problem
 from .resolve import load_config, parse_config
 
@@ -16,6 +26,7 @@ __all__ = [
     "Family",
     "FamilyConflictError",
     "FlowConfig",
+    "FlowTable",
     "MirrorConfig",
     "Origin",
     "Problem",

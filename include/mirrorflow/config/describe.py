@@ -61,9 +61,19 @@ def describe_config(config: MirrorConfig, flow: str | None = None) -> dict[str, 
             for alias, cluster in config.clusters.items()
         },
         "flows": [describe_flow(f) for f in flows],
-        "heartbeat_only_pairs": [f.name for f in config.flows.values() if not f.enabled and f.emits_heartbeats],
+        "heartbeat_only_pairs": _heartbeat_only_pairs(config),
         "warnings": config.warnings,
     }
+
+
+def _heartbeat_only_pairs(config: MirrorConfig) -> list[str]:
+    """Pairs MM2 would run only for heartbeats (read from the settings: building every pair is quadratic)."""
+    names = []
+    for pair in config.flows:
+        flow = config.flows.same_settings(pair)
+        if not flow.enabled and flow.emits_heartbeats:
+            names.append(f"{pair[0]}->{pair[1]}")
+    return names
 
 
 def render_text(description: dict[str, Any]) -> str:

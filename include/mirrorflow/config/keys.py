@@ -8,7 +8,7 @@ unknown top-level keys and connectors ignore unknown flow-level keys, so both to
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..filters import DEFAULT_CONFIG_PROPERTIES_EXCLUDE, DEFAULT_GROUPS_EXCLUDE, DEFAULT_TOPICS_EXCLUDE
 
@@ -21,10 +21,20 @@ DELIVERY_MODES = ("exactly-once", "at-least-once")
 DEFAULT_FAMILY = "default"
 HEARTBEATS_POLICIES = ("alert", "auto-failover")
 
+# Integer ranges of the places values end up in: Kafka's wire types (INT16 replication factors, INT32
+# partition counts) and the C ints of librdkafka and Python's C extensions. A value outside them
+# validated once and then crashed ``replicate`` with an OverflowError, so every range is checked here.
+INT16_MAX = 2**15 - 1
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
+#: A second count above this is refused: it reaches ``timedelta`` and ``time.sleep`` (68 years is plenty).
+MAX_SECONDS = INT32_MAX
+
 
 @dataclass(frozen=True)
 class KeySpec:
-    """A known key: its type (for validation) and its default (None = no default)."""
+    """A known key: its type and range (for validation) and its default (None = no default)."""
 
     name: str
     type: str  # int | bool | list | string | class | classes | enum | schedule | duration
@@ -32,6 +42,9 @@ class KeySpec:
     choices: tuple[str, ...] = ()
     doc: str = ""
     minimum: int | None = None
+    maximum: int | None = None
+    #: Why 0 is refused although it is in range (replication factors: -1 means the broker default).
+    zero: str | None = None
 
 
 def _k(
@@ -42,14 +55,28 @@ def _k(
     *,
     choices: tuple[str, ...] = (),
     minimum: int | None = None,
+    maximum: int | None = None,
 ) -> KeySpec:
-    return KeySpec(name, type_, default, choices, doc, minimum)
+    if type_ == "int" and (minimum is None or maximum is None):
+        raise ValueError(f"{name}: an int key needs its range")  # every integer reaches a bounded type
+    return KeySpec(name, type_, default, choices, doc, minimum, maximum)
+
+
+def _rf(name: str, default: str | None, doc: str = "") -> KeySpec:
+    """A replication factor: Kafka's INT16, or -1 for the broker's default."""
+    spec = _k(name, "int", default, doc, minimum=-1, maximum=INT16_MAX)
+    return replace(spec, zero="a replication factor of 0 is not possible (use -1 for the broker default)")
+
+
+def _seconds(name: str, default: str, doc: str = "") -> KeySpec:
+    """MM2's ``*.interval.seconds`` (a Java LONG, but it becomes an Airflow timedelta here)."""
+    return _k(name, "int", default, doc, minimum=1, maximum=MAX_SECONDS)
 
 
 _SPECS = [
     # MirrorConnectorConfig (all connectors)
     _k("enabled", "bool", "false", "replicate this flow (MirrorMakerConfig injects false)"),
-    _k("admin.timeout.ms", "int", "60000", "timeout of admin calls", minimum=1),
+    _k("admin.timeout.ms", "int", "60000", "timeout of admin calls", minimum=1, maximum=INT32_MAX),
     _k(
         "replication.policy.class",
         "class",
@@ -69,8 +96,15 @@ _SPECS = [
         "org.apache.kafka.clients.admin.ForwardingAdmin",
         "MM2 admin plug-in (not used by mirrorflow)",
     ),
-    _k("tasks.max", "int", "1", "parallelism (mirrorflow: Spark tasks per run are planned from work units)", minimum=1),
-    _k("consumer.poll.timeout.ms", "int", "1000", "consumer poll timeout", minimum=0),
+    _k(
+        "tasks.max",
+        "int",
+        "1",
+        "parallelism (mirrorflow: Spark tasks per run are planned from work units)",
+        minimum=1,
+        maximum=INT32_MAX,
+    ),
+    _k("consumer.poll.timeout.ms", "int", "1000", "consumer poll timeout", minimum=0, maximum=INT32_MAX),
     # MirrorSourceConfig
     _k("topics", "list", ".*", "topics to replicate (Java regexes, full match)"),
     _k("topics.exclude", "list", DEFAULT_TOPICS_EXCLUDE, "topics never replicated"),
@@ -83,14 +117,14 @@ _SPECS = [
         "config property filter",
     ),
     _k("refresh.topics.enabled", "bool", "true", "look for new topics and partitions"),
-    _k("refresh.topics.interval.seconds", "int", "600", "how often MM2 looks for new topics", minimum=1),
+    _seconds("refresh.topics.interval.seconds", "600", "how often MM2 looks for new topics"),
     _k("sync.topic.configs.enabled", "bool", "true", "sync topic configs to remote topics"),
-    _k("sync.topic.configs.interval.seconds", "int", "600", "", minimum=1),
+    _seconds("sync.topic.configs.interval.seconds", "600"),
     _k("sync.topic.acls.enabled", "bool", "true", "sync topic ACLs to remote topics"),
-    _k("sync.topic.acls.interval.seconds", "int", "600", "", minimum=1),
-    _k("replication.factor", "int", "2", "replication factor of new remote topics (-1: broker default)", minimum=-1),
-    _k("offset-syncs.topic.replication.factor", "int", "3", "", minimum=-1),
-    _k("offset.lag.max", "int", "100", "records between offset syncs", minimum=0),
+    _seconds("sync.topic.acls.interval.seconds", "600"),
+    _rf("replication.factor", "2", "replication factor of new remote topics (-1: broker default)"),
+    _rf("offset-syncs.topic.replication.factor", "3"),
+    _k("offset.lag.max", "int", "100", "records between offset syncs", minimum=0, maximum=INT64_MAX),
     _k(
         "offset-syncs.topic.location",
         "enum",
@@ -112,16 +146,16 @@ _SPECS = [
     _k("groups.exclude", "list", DEFAULT_GROUPS_EXCLUDE, "consumer groups never checkpointed"),
     _k("group.filter.class", "class", "org.apache.kafka.connect.mirror.DefaultGroupFilter", "group filter"),
     _k("refresh.groups.enabled", "bool", "true", ""),
-    _k("refresh.groups.interval.seconds", "int", "600", "", minimum=1),
+    _seconds("refresh.groups.interval.seconds", "600"),
     _k("emit.checkpoints.enabled", "bool", "true", "write checkpoints"),
-    _k("emit.checkpoints.interval.seconds", "int", "60", "", minimum=1),
+    _seconds("emit.checkpoints.interval.seconds", "60"),
     _k("sync.group.offsets.enabled", "bool", "false", "write translated offsets to the target's idle groups"),
-    _k("sync.group.offsets.interval.seconds", "int", "60", "", minimum=1),
-    _k("checkpoints.topic.replication.factor", "int", "3", "", minimum=-1),
+    _seconds("sync.group.offsets.interval.seconds", "60"),
+    _rf("checkpoints.topic.replication.factor", "3"),
     # MirrorHeartbeatConfig
     _k("emit.heartbeats.enabled", "bool", "true", "emit heartbeats"),
-    _k("emit.heartbeats.interval.seconds", "int", "1", "", minimum=1),
-    _k("heartbeats.topic.replication.factor", "int", "3", "", minimum=-1),
+    _seconds("emit.heartbeats.interval.seconds", "1"),
+    _rf("heartbeats.topic.replication.factor", "3"),
     # mirrorflow's own
     _k(FAMILIES, "list", "", "named topic families of the flow; each gets its own DAG"),
     _k(SCHEDULE, "schedule", "5m", "schedule of families that set none, and of family 'default'"),
@@ -140,8 +174,9 @@ _SPECS = [
         "100000",
         "records per work unit (one Spark task, one transaction)",
         minimum=1,
+        maximum=INT32_MAX,
     ),
-    _k("mirrorflow.unit.max.bytes", "int", "67108864", "bytes per work unit", minimum=1024),
+    _k("mirrorflow.unit.max.bytes", "int", "67108864", "bytes per work unit", minimum=1024, maximum=INT64_MAX),
     _k("mirrorflow.poll.interval", "duration", "5s", "pause between micro-batches in continuous mode"),
     _k(
         "mirrorflow.lock.ttl",
@@ -149,6 +184,13 @@ _SPECS = [
         "30s",
         "lease of a run on what it copies (renewed every third of it): a killed run's lease ends this long after "
         "its last renewal, and a run whose renewals fail this long stops between waves",
+    ),
+    _k(
+        "mirrorflow.cluster.timeout",
+        "duration",
+        "30s",
+        "how long a run, a DAG's check_clusters or a CLI command waits for a cluster's metadata before failing "
+        "with one line naming it (a cluster that refuses connections or whose name does not resolve fails sooner)",
     ),
     _k("mirrorflow.heartbeats.schedule", "schedule", "1m", "schedule of the flow's heartbeats DAG"),
     _k(
@@ -193,6 +235,7 @@ _SPECS = [
         "partitions of mm2-offsets.<source>.internal if mirrorflow creates it "
         "(Connect's offset.storage.partitions default)",
         minimum=1,
+        maximum=INT32_MAX,
     ),
     _k(
         "mirrorflow.internal.topics.fix",
@@ -213,6 +256,10 @@ FAMILY_ATTRIBUTES: dict[str, KeySpec] = {
 TOP_LEVEL_KEYS: dict[str, KeySpec] = {
     "clusters": _k("clusters", "list", None, "cluster aliases"),
     "dedicated.mode.enable.internal.rest": _k("dedicated.mode.enable.internal.rest", "bool", "false", "MM2 only"),
+    # A Connect worker key, but mirrorflow creates mm2-offsets.<source>.internal with it.
+    "offset.storage.replication.factor": _rf(
+        "offset.storage.replication.factor", None, "replication factor of mm2-offsets.<source>.internal"
+    ),
 }
 
 # Old names still accepted (removed from MM2 in Kafka 4.0, KAFKA-17529).
@@ -252,3 +299,71 @@ CLIENT_ROLES = ("consumer", "producer", "admin")
 def is_client_key(key: str) -> bool:
     """Keys MM2 treats as connection settings (``MirrorClientConfig``): bootstrap and security."""
     return key in ("bootstrap.servers", "security.protocol", "client.dns.lookup") or key.startswith(("ssl.", "sasl."))
+
+
+def _client(name: str, minimum: int, maximum: int = INT32_MAX) -> KeySpec:
+    return _k(name, "int", None, "client setting (librdkafka's range)", minimum=minimum, maximum=maximum)
+
+
+# Client settings with a type librdkafka checks when a client is created, which is long after
+# ``config validate`` said yes: their ranges are librdkafka's (2.x, measured), by the Java name a file
+# uses (clients.py renames a few). Java's own ranges are wider for some (request.timeout.ms); a value
+# librdkafka refuses fails at run time anyway, so it is refused here, naming the line.
+CLIENT_KEYS: dict[str, KeySpec] = {
+    s.name: s
+    for s in [
+        _client("linger.ms", 0, 900_000),
+        _client("request.timeout.ms", 1, 900_000),
+        _client("delivery.timeout.ms", 0),
+        _client("message.timeout.ms", 0),
+        _client("transaction.timeout.ms", 1000),
+        _client("session.timeout.ms", 1, 3_600_000),
+        _client("heartbeat.interval.ms", 1, 3_600_000),
+        _client("metadata.max.age.ms", 1, 86_400_000),
+        _client("retry.backoff.ms", 1, 300_000),
+        _client("retry.backoff.max.ms", 1, 300_000),
+        _client("reconnect.backoff.ms", 0, 10_000),
+        _client("reconnect.backoff.max.ms", 100, 3_600_000),
+        _client("fetch.wait.max.ms", 0, 300_000),
+        _client("fetch.min.bytes", 0),
+        _client("fetch.max.bytes", 0, 2_147_483_135),
+        _client("max.partition.fetch.bytes", 1, 1_000_000_000),
+        _client("batch.size", 1),
+        _client("batch.num.messages", 1, 1_000_000),
+        _client("retries", 0),
+        _client("connections.max.idle.ms", 0),
+        _client("socket.connection.setup.timeout.ms", 1000),
+        _client("topic.metadata.refresh.interval.ms", -1, 3_600_000),
+        _client("auto.commit.interval.ms", 0, 86_400_000),
+        _client("socket.timeout.ms", 10, 300_000),
+        _client("statistics.interval.ms", 0, 86_400_000),
+        _client("message.max.bytes", 1000, 1_000_000_000),
+        _client("receive.message.max.bytes", 1000),
+        _client("queue.buffering.max.ms", 0, 900_000),
+        _client("queue.buffering.max.messages", 0),
+        _client("queue.buffering.max.kbytes", 1),
+        _client("max.in.flight.requests.per.connection", 1, 1_000_000),
+        _client("socket.send.buffer.bytes", 0, 100_000_000),
+        _client("socket.receive.buffer.bytes", 0, 100_000_000),
+        _client("compression.level", -1, 12),
+        # Java-only (clients.py drops them), so Java's ranges: max.block.ms is a LONG.
+        _client("max.poll.interval.ms", 1),
+        _client("max.block.ms", 0, INT64_MAX),
+        _client("default.api.timeout.ms", 0),
+        _k("enable.idempotence", "bool", None, "client setting"),
+        _k("check.crcs", "bool", None, "client setting"),
+        _k("enable.auto.commit", "bool", None, "client setting"),
+        _k("isolation.level", "enum", None, "client setting", choices=("read_committed", "read_uncommitted")),
+    ]
+}
+
+#: Any other ``*.ms`` client setting: at least a non-negative C int, which every librdkafka duration is.
+_OTHER_MS = _client("*.ms", 0)
+
+
+def client_spec(name: str) -> KeySpec | None:
+    """The spec a client setting's value is checked against, or None when mirrorflow leaves it to the client."""
+    spec = CLIENT_KEYS.get(name)
+    if spec is None and name.endswith(".ms"):
+        return replace(_OTHER_MS, name=name)
+    return spec

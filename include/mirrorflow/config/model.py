@@ -8,13 +8,16 @@ where it came from when an operator asks ``mirrorflow config show``.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from ..filters import ConfigPropertyFilter, GroupFilter, PatternList, TopicFilter
 from ..policy import ReplicationPolicy, is_cycle
-from .keys import DEFAULT_FAMILY
+from .keys import DEFAULT_FAMILY, MAX_SECONDS
+from .problems import shorten
 
 OriginKind = Literal["file", "mm2-default", "mirrorflow-default", "forced", "connection"]
 Side = Literal["source", "target"]
@@ -70,9 +73,11 @@ class Schedule:
         return None if self.kind in ("none", "interval") else self.text
 
 
-_INTERVAL = re.compile(r"^(\d+)\s*(s|sec|secs|seconds?|m|min|mins|minutes?|h|hours?|d|days?)$", re.IGNORECASE)
+_INTERVAL = re.compile(
+    r"^(\d+)\s*(s|sec|secs|seconds?|m|min|mins|minutes?|h|hours?|d|days?)$", re.IGNORECASE | re.ASCII
+)
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-_CRON_FIELD = re.compile(r"^[\d*/,\-A-Za-z?LW#]+$")
+_CRON_FIELD = re.compile(r"^[\d*/,\-A-Za-z?LW#]+$", re.ASCII)
 _PRESETS = ("@hourly", "@daily", "@weekly", "@monthly", "@yearly", "@once", "@continuous")
 
 
@@ -80,10 +85,13 @@ def parse_duration(text: str) -> int:
     """Seconds in ``30s``, ``2m``, ``1h``, ``1d`` (a bare number is rejected: the unit is not guessed)."""
     match = _INTERVAL.match(text.strip())
     if not match:
-        raise ValueError(f"'{text}' is not a duration such as 30s, 2m, 1h or 1d")
-    seconds = int(match.group(1)) * _UNIT_SECONDS[match.group(2)[0].lower()]
+        raise ValueError(f"'{shorten(text)}' is not a duration such as 30s, 2m, 1h or 1d")
+    digits = match.group(1).lstrip("0") or "0"
+    seconds = int(digits) * _UNIT_SECONDS[match.group(2)[0].lower()] if len(digits) <= 12 else MAX_SECONDS + 1
     if seconds <= 0:
-        raise ValueError(f"'{text}' must be longer than zero")
+        raise ValueError(f"'{shorten(text)}' must be longer than zero")
+    if seconds > MAX_SECONDS:  # it becomes a timedelta, a sleep, an Airflow schedule
+        raise ValueError(f"'{shorten(text)}' is too long (at most {MAX_SECONDS} seconds)")
     return seconds
 
 
@@ -93,22 +101,33 @@ def split_names(text: str) -> list[str]:
 
 
 def parse_schedule(text: str) -> Schedule:
-    """Parse ``2m`` / ``*/2 * * * *`` / ``@hourly`` / ``none``; raises ValueError with the accepted forms."""
+    """Parse ``2m`` / ``*/2 * * * *`` / ``@hourly`` / ``none``; raises ValueError with the accepted forms.
+
+    A cron expression is checked with croniter, as Airflow checks it when the DAG is parsed: one
+    Airflow would refuse (``99 * * * *``) must fail here, at its line, not as a DAG import error.
+    """
     value = text.strip()
     if value.lower() in ("none", "manual"):
         return Schedule(value, "none")
     if value in _PRESETS:
         return Schedule(value, "preset")
+    if _INTERVAL.match(value):
+        return Schedule(value, "interval", parse_duration(value))
     fields = value.split()
     if len(fields) == 5 and all(_CRON_FIELD.match(f) for f in fields):
+        from croniter import croniter  # Airflow's own cron parser (a dependency of apache-airflow-core)
+
+        try:
+            valid = croniter.is_valid(value)
+        except Exception:  # noqa: BLE001 - croniter's failure modes are not all CroniterError
+            valid = False
+        if not valid:
+            raise ValueError(f"'{shorten(text)}' is not a valid cron expression (Airflow would refuse it)")
         return Schedule(value, "cron")
-    try:
-        return Schedule(value, "interval", parse_duration(value))
-    except ValueError:
-        raise ValueError(
-            f"'{text}' is not a schedule: use an interval (30s, 2m, 1h), a cron expression (*/2 * * * *), "
-            f"an Airflow preset ({', '.join(_PRESETS)}) or 'none'"
-        ) from None
+    raise ValueError(
+        f"'{shorten(text)}' is not a schedule: use an interval (30s, 2m, 1h), a cron expression (*/2 * * * *), "
+        f"an Airflow preset ({', '.join(_PRESETS)}) or 'none'"
+    )
 
 
 @dataclass(frozen=True)
@@ -239,13 +258,78 @@ class FlowConfig:
         }
 
 
+class FlowTable(Mapping[tuple[str, str], FlowConfig]):
+    """Every ``source->target`` pair of the clusters, as MM2 knows them: N*(N-1) of them.
+
+    Why lazy: with 1,000 clusters there are 999,000 pairs, and resolving each one (filters, policy,
+    six client configurations) made ``config validate`` quadratic. The pairs the file names
+    (``<src>-><tgt>.*``, so every enabled flow) are resolved and checked when the file is loaded; every
+    other pair has the same connector settings (top level and defaults), was checked through one
+    representative, and is built on first use. Iterating over all values builds them all: prefer
+    :meth:`enabled` and lookups by pair.
+    """
+
+    def __init__(
+        self,
+        aliases: Sequence[str],
+        resolved: Mapping[tuple[str, str], FlowConfig],
+        excluded: AbstractSet[tuple[str, str]] = frozenset(),
+        representative: FlowConfig | None = None,
+        build: Callable[[tuple[str, str]], FlowConfig] | None = None,
+    ) -> None:
+        self._aliases = list(aliases)
+        self._known = set(aliases)
+        self._loaded = dict(resolved)  # resolved with the file: every enabled flow is among them
+        self._built: dict[tuple[str, str], FlowConfig] = {}
+        self._excluded = frozenset(excluded)
+        self._representative = representative
+        self._build = build
+
+    def __contains__(self, pair: object) -> bool:
+        if pair in self._loaded:
+            return True
+        if not (isinstance(pair, tuple) and len(pair) == 2) or pair in self._excluded or self._build is None:
+            return False
+        source, target = pair
+        return source in self._known and target in self._known and source != target
+
+    def __getitem__(self, pair: tuple[str, str]) -> FlowConfig:
+        flow = self._loaded.get(pair) or self._built.get(pair)
+        if flow is not None:
+            return flow
+        if pair not in self or self._build is None:
+            raise KeyError(pair)
+        flow = self._built[pair] = self._build(pair)
+        return flow
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return (pair for pair in ((s, t) for s in self._aliases for t in self._aliases if s != t) if pair in self)
+
+    def __len__(self) -> int:
+        if self._build is None:
+            return len(self._loaded)
+        n = len(self._aliases)
+        return n * (n - 1) - len(self._excluded)
+
+    def enabled(self) -> list[FlowConfig]:
+        """The enabled flows (in cluster order), without building the other pairs."""
+        return [f for f in self._loaded.values() if f.enabled]
+
+    def same_settings(self, pair: tuple[str, str]) -> FlowConfig:
+        """The flow ``pair``, or, if it was not built yet, a flow with the same connector settings (not clients)."""
+        flow = self._loaded.get(pair) or self._built.get(pair)
+        if flow is None and self._representative is not None and pair in self:
+            return self._representative
+        return self[pair]
+
+
 @dataclass
 class MirrorConfig:
     """The whole resolved configuration file."""
 
     path: str
     clusters: dict[str, ClusterConfig]
-    flows: dict[tuple[str, str], FlowConfig]
+    flows: FlowTable
     top_level: dict[str, Setting]
     warnings: list[str] = field(default_factory=list)
     #: Flows left out by a partial load (``load_config(partial=True)``), with their errors.
@@ -258,4 +342,4 @@ class MirrorConfig:
             raise KeyError(f"no flow {source}->{target} (clusters: {', '.join(self.clusters)})") from None
 
     def enabled_flows(self) -> list[FlowConfig]:
-        return [f for f in self.flows.values() if f.enabled]
+        return self.flows.enabled()

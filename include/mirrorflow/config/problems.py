@@ -6,10 +6,24 @@ the line and the key, so resolution appends problems here and raises one ``Confi
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Literal
 
 Severity = Literal["error", "warning"]
+
+# Characters that would break the one-line ``file:line: error: ...`` format (a value's newline) or
+# cannot be printed at all (a lone surrogate from a ``\\uD800`` escape makes print() raise).
+_UNPRINTABLE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    return match.group().encode("unicode_escape").decode("ascii")
+
+
+def shorten(text: str, limit: int = 60) -> str:
+    """A value as quoted in an error: a 5,000-digit number or a 100 kB regex is cut, not echoed whole."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 @dataclass(frozen=True)
@@ -27,7 +41,7 @@ class Problem:
         if self.file:
             where = f"{self.file}:{self.line}: " if self.line else f"{self.file}: "
         key = f"{self.key}: " if self.key else ""
-        return f"{where}{self.severity}: {key}{self.message}"
+        return _UNPRINTABLE.sub(_escape, f"{where}{self.severity}: {key}{self.message}")
 
 
 @dataclass

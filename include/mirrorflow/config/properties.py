@@ -29,13 +29,22 @@ class Entry:
 
 
 class PropertiesSyntaxError(ValueError):
-    """A malformed entry; Java's loader would throw on it too (e.g. a bad ``\\uXXXX`` escape)."""
+    """A malformed entry; Java's loader would throw on it too (e.g. a bad ``\\uXXXX`` escape).
 
-    def __init__(self, file: str, line: int, message: str) -> None:
+    ``summary`` says what is wrong without quoting the file: a secrets file read by a config provider
+    must not leak into an error message.
+    """
+
+    def __init__(self, file: str, line: int, message: str, summary: str | None = None) -> None:
         super().__init__(f"{file}:{line}: {message}")
         self.file = file
         self.line = line
         self.message = message
+        self.summary = summary or message
+
+    @property
+    def safe_message(self) -> str:
+        return f"{self.file}:{self.line}: {self.summary}"
 
 
 def _logical_lines(text: str) -> list[tuple[int, str]]:
@@ -68,6 +77,8 @@ def _ends_with_continuation(line: str) -> bool:
 
 
 def _unescape(raw: str, file: str, line: int) -> str:
+    if "\\" not in raw:
+        return raw
     out: list[str] = []
     i = 0
     while i < len(raw):
@@ -80,7 +91,9 @@ def _unescape(raw: str, file: str, line: int) -> str:
         if nxt == "u":
             digits = raw[i + 2 : i + 6]
             if len(digits) != 4 or any(c not in "0123456789abcdefABCDEF" for c in digits):
-                raise PropertiesSyntaxError(file, line, f"malformed \\uxxxx encoding: {raw[i : i + 6]!r}")
+                raise PropertiesSyntaxError(
+                    file, line, f"malformed \\uxxxx encoding: {raw[i : i + 6]!r}", "malformed \\uxxxx encoding"
+                )
             out.append(chr(int(digits, 16)))
             i += 6
             continue
@@ -150,15 +163,34 @@ def parse_properties(text: str, file: str = "<string>") -> list[Entry]:
     return entries
 
 
-def read_properties_file(path: str | Path) -> list[Entry]:
-    """Read a properties file.
+def decode_utf8(data: bytes, file: str) -> str:
+    """Text of a file that must be UTF-8; otherwise a ``PropertiesSyntaxError`` at the line of the first bad byte.
 
-    Java reads ``.properties`` streams as ISO-8859-1; we accept UTF-8 first because that is what
-    editors write today, and fall back to ISO-8859-1 so no file Java can read is refused.
+    Java reads ``.properties`` streams as ISO-8859-1, so a byte that is not UTF-8 is most likely a
+    Latin-1 character: the message says how to write it portably (``\\u00e9``) rather than guessing
+    an encoding and handing a mangled value (a password, a regex) to Kafka.
     """
-    data = Path(path).read_bytes()
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        text = data.decode("iso-8859-1")
-    return parse_properties(text, str(path))
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        before = data[: exc.start]
+        line = before.replace(b"\r\n", b"\n").replace(b"\r", b"\n").count(b"\n") + 1
+        column = exc.start - max(before.rfind(b"\n"), before.rfind(b"\r")) if line > 1 else exc.start + 1
+        byte = data[exc.start]
+        hint = f"; as Latin-1 it would be '\\u{byte:04x}' ({chr(byte)!r})" if byte >= 0xA0 else ""
+        raise PropertiesSyntaxError(
+            file,
+            line,
+            f"not UTF-8: byte 0x{byte:02x} at offset {exc.start} (column {column}) cannot be decoded; "
+            f"save the file as UTF-8 or write the character as a \\uXXXX escape{hint}",
+            f"not UTF-8 (the byte at offset {exc.start} cannot be decoded)",
+        ) from None
+
+
+def read_properties_file(path: str | Path) -> list[Entry]:
+    """Read a UTF-8 properties file (a file that is not UTF-8 is a ``PropertiesSyntaxError`` at its line).
+
+    Java reads ``.properties`` streams as ISO-8859-1; editors write UTF-8 today, and decoding a file as
+    one when it was written as the other silently changes non-ASCII values, so neither is guessed.
+    """
+    return parse_properties(decode_utf8(Path(path).read_bytes(), str(path)), str(path))

@@ -15,11 +15,14 @@ from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from .problems import Problems
-from .properties import Entry, read_properties_file
+from .problems import Problems, shorten
+from .properties import Entry, PropertiesSyntaxError, decode_utf8, parse_properties
 
 # Kafka's ConfigTransformer.DEFAULT_PATTERN, verbatim.
 REFERENCE = re.compile(r"\$\{([^}]*?):(([^}]*?):)?([^}]*?)\}")
+
+# What an error quotes of a malformed reference: ``${`` and a provider-like name, never the rest.
+_REFERENCE_START = re.compile(r"\$\{[\w.-]{0,40}:?", re.ASCII)
 
 # ``${NAME}`` without a provider: a shell habit that Kafka leaves as literal text.
 SHELL_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -66,26 +69,46 @@ def declared_providers(entries: Mapping[str, Entry], problems: Problems) -> dict
     return declared
 
 
+def _read(path: Path) -> bytes:
+    """A regular file's bytes (a FIFO or ``/dev/zero`` behind a reference must not hang validation)."""
+    try:
+        if not path.is_file():
+            what = "it is not a regular file" if path.exists() else "No such file or directory"
+            raise ProviderLookupError(f"cannot read {path}: {what}")
+        return path.read_bytes()
+    except OSError as exc:
+        raise ProviderLookupError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
 def _lookup(kind: str, path: str | None, key: str, file_cache: dict[str, dict[str, str]]) -> str:
     if kind == "env":
         if path:
             raise ProviderLookupError("the env provider takes no path: write ${env:VARIABLE}")
-        if key not in os.environ:
+        if not key:
+            raise ProviderLookupError("no variable named: write ${env:VARIABLE}")
+        if "\0" in key or "=" in key or key not in os.environ:
             raise ProviderLookupError(f"environment variable {key} is not set")
         return os.environ[key]
     if not path:
-        raise ProviderLookupError(f"the {kind} provider needs a path: write ${{{kind}:/path:{key}}}")
+        if kind == "dir":
+            raise ProviderLookupError("the dir provider needs a directory and a file name: write ${dir:/path:file}")
+        raise ProviderLookupError("the file provider needs a path and a key: write ${file:/path:key}")
+    if "\0" in path or "\0" in key:
+        raise ProviderLookupError("a path cannot contain a NUL character")
     if kind == "dir":
+        if not key or key in (".", "..") or "/" in key or "\\" in key:
+            # DirectoryConfigProvider only reads the regular files directly in the directory.
+            raise ProviderLookupError(f"'{key}' is not the name of a file in {path}")
         target = Path(path) / key
         try:
-            return target.read_text()
-        except OSError as exc:
-            raise ProviderLookupError(f"cannot read {target}: {exc.strerror or exc}") from None
+            return decode_utf8(_read(target), str(target))
+        except PropertiesSyntaxError as exc:
+            raise ProviderLookupError(exc.safe_message) from None
     if path not in file_cache:
         try:
-            file_cache[path] = {e.key: e.value for e in read_properties_file(path)}
-        except OSError as exc:
-            raise ProviderLookupError(f"cannot read {path}: {exc.strerror or exc}") from None
+            file_cache[path] = {e.key: e.value for e in parse_properties(decode_utf8(_read(Path(path)), path), path)}
+        except PropertiesSyntaxError as exc:  # not UTF-8, or a malformed \uXXXX: names the file and line
+            raise ProviderLookupError(exc.safe_message) from None
     values = file_cache[path]
     if key not in values:
         raise ProviderLookupError(f"{path} has no key '{key}'")
@@ -93,7 +116,11 @@ def _lookup(kind: str, path: str | None, key: str, file_cache: dict[str, dict[st
 
 
 def resolve_references(entries: Mapping[str, Entry], problems: Problems) -> dict[str, Entry]:
-    """Replace provider references in every value; report each reference that cannot be resolved."""
+    """Replace provider references in every value; report each reference that cannot be resolved.
+
+    A ``${`` that does not form a whole reference (``${env:``, ``${env:${env:X}}``) is an error too:
+    Kafka would pass it on as literal text, e.g. as a password.
+    """
     declared = declared_providers(entries, problems)
     file_cache: dict[str, dict[str, str]] = {}
     resolved: dict[str, Entry] = {}
@@ -110,22 +137,27 @@ def resolve_references(entries: Mapping[str, Entry], problems: Problems) -> dict
             continue
         failed = False
 
-        def substitute(match: re.Match[str], entry: Entry = entry) -> str:
+        def fail(message: str, entry: Entry = entry) -> None:
             nonlocal failed
+            failed = True
+            problems.error(message, file=entry.file, line=entry.line, key=entry.key)
+
+        for bad in _malformed(entry.value):
+            fail(f"malformed config provider reference {bad!r}: write ${{provider:[path:]key}}")
+
+        def substitute(match: re.Match[str], entry: Entry = entry) -> str:
             alias, path, key = match.group(1), match.group(3), match.group(4)
+            shown = shorten(match.group(0), 300)
+            if "${" in match.group(0)[2:]:
+                fail(f"nested config provider references are not resolved (by Kafka either): {shown}")
+                return match.group(0)
             kind = declared.get(alias) or BUILTIN_ALIASES.get(alias)
             if kind is None:
-                failed = True
-                problems.error(
-                    f"unknown config provider '{alias}' in {match.group(0)}",
-                    file=entry.file,
-                    line=entry.line,
-                    key=entry.key,
-                )
+                fail(f"unknown config provider '{shorten(alias)}' in {shown}" if alias else f"no provider in {shown}")
                 return match.group(0)
             if alias not in declared:
                 problems.warning(
-                    f"{match.group(0)} relies on mirrorflow's built-in '{alias}' provider; MM2 resolves it only with "
+                    f"{shown} relies on mirrorflow's built-in '{alias}' provider; MM2 resolves it only with "
                     f"config.providers={alias} and config.providers.{alias}.class set",
                     file=entry.file,
                     line=entry.line,
@@ -134,12 +166,24 @@ def resolve_references(entries: Mapping[str, Entry], problems: Problems) -> dict
             try:
                 return _lookup(kind, path, key, file_cache)
             except ProviderLookupError as exc:
-                failed = True
-                problems.error(
-                    f"cannot resolve {match.group(0)}: {exc}", file=entry.file, line=entry.line, key=entry.key
-                )
+                fail(f"cannot resolve {shown}: {exc}")
                 return match.group(0)
 
         value = REFERENCE.sub(substitute, entry.value)
         resolved[name] = entry if failed else replace(entry, value=value, via=entry.value)
     return resolved
+
+
+def _malformed(value: str) -> list[str]:
+    """The ``${`` of ``value`` that start neither a reference nor a ``${NAME}`` and are not closed.
+
+    Only the start of each is returned (``${env:``): the rest of the value may be a secret.
+    """
+    bad = []
+    for start in (m.start() for m in re.finditer(r"\$\{", value)):
+        if REFERENCE.match(value, start) or SHELL_VARIABLE.match(value, start):
+            continue
+        if "}" not in value[start:]:
+            quoted = _REFERENCE_START.match(value, start)
+            bad.append(quoted.group(0) if quoted else "${")
+    return bad

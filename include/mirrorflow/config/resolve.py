@@ -8,14 +8,21 @@ Precedence follows ``MirrorMakerConfig`` (mm2-behaviour.md 5.3):
   (a mirrorflow extension: MM2 drops it), ``<src>-><tgt>.<role>.*``, ``<alias>.<role>.*`` and the
   security keys again (MM2 copies them into ``<role>.*`` when absent), ``<src>-><tgt>.<side>.<role>.*``.
 
-All problems are collected and raised together as one ``ConfigError``.
+All problems are collected and raised together as one ``ConfigError``, each at a ``file:line``.
+
+Validation must stay linear in the size of the file (Airflow re-parses it at every DAG parse, with a
+30 s timeout): N clusters make N*(N-1) pairs, so only the pairs the file names are resolved when it is
+loaded; the others share the top-level settings, are checked once through one representative pair,
+and are built on first use (:class:`~.model.FlowTable`). Per-flow work reads precomputed per-scope
+tables instead of scanning every key again.
 """
 
 from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from functools import cache, lru_cache
 from pathlib import Path
 
 from ..classpath import ClassLoadError
@@ -40,17 +47,20 @@ from .keys import (
     FAMILIES,
     FAMILY_ATTRIBUTES,
     FAMILY_PREFIX,
+    INT64_MAX,
     MIRRORFLOW_PREFIX,
     SCHEDULE,
     TOP_LEVEL_KEYS,
     WORKER_PREFIXES,
     KeySpec,
+    client_spec,
     is_client_key,
 )
 from .model import (
     ClusterConfig,
     Family,
     FlowConfig,
+    FlowTable,
     MirrorConfig,
     Origin,
     Role,
@@ -61,7 +71,7 @@ from .model import (
     parse_schedule,
     split_names,
 )
-from .problems import ConfigError, Problems
+from .problems import ConfigError, Problems, shorten
 from .properties import Entry, PropertiesSyntaxError, lost_backslashes, parse_properties, read_properties_file
 from .providers import resolve_references
 
@@ -69,6 +79,12 @@ _ALIAS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 _FAMILY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 _DOTTED_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$")
 _ARROW_LOOKALIKES = ("→", "=>", "-&gt;", "—>", "–>")
+# Java's Integer.parseInt syntax with ASCII digits only (Python's int() also takes "1_000" and "١٢").
+_INTEGER = re.compile(r"[+-]?[0-9]+", re.ASCII)
+_KNOWN_KEYS = (*CONNECTOR_KEYS, *TOP_LEVEL_KEYS)
+_NEW_NAME_OF = {new: old for old, new in DEPRECATED_ALIASES.items()}
+
+Pair = tuple[str, str]
 
 
 def load_config(path: str | Path, *, overrides: Sequence[Entry] = (), partial: bool = False) -> MirrorConfig:
@@ -82,11 +98,11 @@ def load_config(path: str | Path, *, overrides: Sequence[Entry] = (), partial: b
     problems = Problems()
     try:
         entries = read_properties_file(path)
-    except OSError as exc:
-        problems.error(f"cannot read configuration file: {exc.strerror or exc}", file=str(path))
-        raise ConfigError(problems.items) from None
-    except PropertiesSyntaxError as exc:
+    except PropertiesSyntaxError as exc:  # also a file that is not UTF-8
         problems.error(exc.message, file=exc.file, line=exc.line)
+        raise ConfigError(problems.items) from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
+        problems.error(f"cannot read configuration file: {getattr(exc, 'strerror', None) or exc}", file=str(path))
         raise ConfigError(problems.items) from None
     if overrides:
         replaced = {e.key for e in overrides}
@@ -109,7 +125,9 @@ def _origin(entry: Entry) -> Origin:
     return Origin("file", entry.file, entry.line, entry.key, via=entry.via)
 
 
+@cache
 def _default(spec: KeySpec) -> Setting:
+    """The default of a key (one shared, immutable Setting: every flow without the key has it)."""
     kind = "mirrorflow-default" if spec.name.startswith(MIRRORFLOW_PREFIX) else "mm2-default"
     return Setting(spec.default or "", Origin(kind))
 
@@ -122,17 +140,21 @@ class _Resolver:
         self.problems = problems
         self.entries = self._dedupe(entries)
         self.aliases: list[str] = []
+        self.alias_set: set[str] = set()
         self.top: dict[str, Entry] = {}
         self.per_cluster: dict[str, dict[str, Entry]] = {}
-        self.per_flow: dict[tuple[str, str], dict[str, Entry]] = {}
+        self.per_flow: dict[Pair, dict[str, Entry]] = {}
         self._validated: dict[tuple[str, int], bool] = {}
+        self._layers: dict[tuple[str, ...], dict[str, Setting]] = {}
+        self._top_families: dict[str, Setting] | None = None
 
     # -- helpers -------------------------------------------------------------------------------------
     def _report(self, report: Callable[..., None], message: str, entry: Entry | None, key: str | None) -> None:
+        """File-level findings (a missing key) are reported at line 1: every problem has a ``file:line``."""
         report(
             message,
             file=entry.file if entry else self.path,
-            line=entry.line if entry else None,
+            line=entry.line if entry else 1,
             key=key or (entry.key if entry else None),
         )
 
@@ -169,59 +191,52 @@ class _Resolver:
                         "(mirrorflow uses aliases in Airflow DAG ids)",
                         clusters,
                     )
-                elif alias in self.aliases:
+                elif alias in self.alias_set:
                     self.warn(f"cluster alias '{alias}' is listed twice", clusters)
                 else:
                     self.aliases.append(alias)
+                    self.alias_set.add(alias)
             if not self.aliases and not self.problems.errors:
                 self.err("'clusters' lists no cluster", clusters)
-        by_length = sorted(self.aliases, key=len, reverse=True)
         for key, entry in self.entries.items():
             if any(a in key for a in _ARROW_LOOKALIKES):
                 self.err("flows are written '<source>-><target>.<key>' with '->'", entry)
                 continue
-            if "->" in key.split(".", 1)[0] or ("->" in key and "." in key):
-                self._classify_flow_key(key, entry, by_length)
-                continue
-            alias = next((a for a in by_length if key.startswith(a + ".")), None)
-            if alias is not None:
-                self.per_cluster.setdefault(alias, {})[key[len(alias) + 1 :]] = entry
+            head, dot, rest = key.partition(".")  # aliases have no '.', so the alias is the head
+            if "->" in head or ("->" in key and dot):
+                self._classify_flow_key(key, entry)
+            elif dot and head in self.alias_set:
+                self.per_cluster.setdefault(head, {})[rest] = entry
             else:
                 self.top[key] = entry
 
-    def _classify_flow_key(self, key: str, entry: Entry, by_length: list[str]) -> None:
+    def _classify_flow_key(self, key: str, entry: Entry) -> None:
         source, _, rest = key.partition("->")
-        target = next((a for a in by_length if rest.startswith(a + ".")), None)
-        unknown = [a for a in (source, target or rest.split(".", 1)[0]) if a not in self.aliases]
-        if unknown or target is None:
+        target, dot, setting = rest.partition(".")
+        unknown = [a for a in (source, target) if a not in self.alias_set]
+        if unknown:
             self.err(
-                f"unknown cluster alias '{unknown[0] if unknown else rest}' in flow "
-                f"(clusters = {', '.join(self.aliases) or 'none'})",
+                f"unknown cluster alias '{shorten(unknown[0])}' in flow "
+                f"(clusters = {shorten(', '.join(self.aliases) or 'none')})",
                 entry,
             )
+            return
+        if not dot:
+            self.err(f"a flow key names a setting after the flow: {source}->{target}.<key>", entry)
             return
         if source == target:
             self.err(f"a flow from cluster '{source}' to itself is not possible", entry)
             return
-        self.per_flow.setdefault((source, target), {})[rest[len(target) + 1 :]] = entry
+        self.per_flow.setdefault((source, target), {})[setting] = entry
 
     # -- validation of single values -----------------------------------------------------------------
     def check_value(self, spec: KeySpec, entry: Entry) -> bool:
+        """Check one value against its spec (type and range, see keys.py); report it at its line."""
         value = entry.value.strip()
-        shown = "the value" if is_secret(entry.key, entry.value) else f"'{value}'"
+        shown = "the value" if is_secret(entry.key, entry.value) else f"'{shorten(value)}'"
         if spec.type == "int":
-            try:
-                number = int(value)
-            except ValueError:
-                self.err(f"{shown} is not an integer", entry)
-                return False
-            if spec.minimum is not None and number < spec.minimum:
-                self.err(f"{number} is below the minimum {spec.minimum}", entry)
-                return False
-            if spec.name.endswith("replication.factor") and number == 0:
-                self.err("a replication factor of 0 is not possible (use -1 for the broker default)", entry)
-                return False
-        elif spec.type == "bool":
+            return self._check_int(spec, entry, value, shown)
+        if spec.type == "bool":
             if value.lower() not in ("true", "false"):
                 self.err(f"{shown} is not a boolean (true or false)", entry)
                 return False
@@ -239,7 +254,9 @@ class _Resolver:
         elif spec.type == "classes":
             bad = [name for name in split_names(value) if not _DOTTED_PATH.match(name)]
             if bad:
-                self.err(f"'{bad[0]}' is not a dotted Python path such as my_package.alerts.PagerNotifier", entry)
+                self.err(
+                    f"'{shorten(bad[0])}' is not a dotted Python path such as my_package.alerts.PagerNotifier", entry
+                )
                 return False
         elif spec.type in ("duration", "schedule"):
             try:
@@ -248,6 +265,31 @@ class _Resolver:
                 self.err(str(exc), entry)
                 return False
         return True
+
+    def _check_int(self, spec: KeySpec, entry: Entry, value: str, shown: str) -> bool:
+        if not _INTEGER.fullmatch(value):
+            self.err(f"{shown} is not an integer", entry)
+            return False
+        # A 5,000-digit number is out of every range; int() of it would raise (Python's 4,300-digit limit).
+        number = int(value) if len(value.lstrip("+-").lstrip("0")) <= 20 else None
+        low = spec.minimum if spec.minimum is not None else -INT64_MAX - 1  # keys.py gives every int key a range
+        high = spec.maximum if spec.maximum is not None else INT64_MAX
+        if (number is None and value.startswith("-")) or (number is not None and number < low):
+            self.err(f"{shown} is below the minimum {low}", entry)
+            return False
+        if number is None or number > high:
+            self.err(f"{shown} is above the maximum {high}", entry)
+            return False
+        if number == 0 and spec.zero:
+            self.err(spec.zero, entry)
+            return False
+        return True
+
+    def check_client_key(self, name: str | None, entry: Entry) -> None:
+        """Client settings librdkafka types (``linger.ms``, ``enable.idempotence``): checked here, not at run time."""
+        spec = client_spec(name) if name else None
+        if spec is not None:
+            self._valid(spec, entry)
 
     def _warn_lost_backslashes(self, entry: Entry) -> None:
         if entry.raw is not None and lost_backslashes(entry.raw):
@@ -287,8 +329,9 @@ class _Resolver:
                 if key.endswith(".topics"):
                     self._warn_lost_backslashes(entry)
             elif is_client_key(key):
-                pass
+                self.check_client_key(key, entry)
             elif key.split(".", 1)[0] in CLIENT_ROLES:
+                self.check_client_key(key.split(".", 1)[1], entry)
                 self.warn(
                     f"MM2 silently drops top-level '{key}'; mirrorflow applies it to every cluster's "
                     f"{key.split('.', 1)[0]} clients (for MM2, write <alias>.{key})",
@@ -308,9 +351,8 @@ class _Resolver:
             self.check_value(CONNECTOR_KEYS[new], entry)
 
     def _unknown(self, key: str, entry: Entry, scope: str) -> None:
-        known = list(CONNECTOR_KEYS) + list(TOP_LEVEL_KEYS)
-        guess = difflib.get_close_matches(key, known, n=1, cutoff=0.8)
-        hint = f"; did you mean '{guess[0]}'?" if guess else ""
+        guess = _suggestion(key)
+        hint = f"; did you mean '{guess}'?" if guess else ""
         self.warn(f"unknown {scope} key, ignored{hint}", entry)
 
     # -- clusters ------------------------------------------------------------------------------------
@@ -331,19 +373,24 @@ class _Resolver:
                     )
             elif not props["bootstrap.servers"].value.strip():
                 self.err("bootstrap.servers is empty", self.per_cluster[alias]["bootstrap.servers"])
+            for key, entry in self.per_cluster.get(alias, {}).items():
+                role, dot, name = key.partition(".")
+                self.check_client_key(name if dot and role in CLIENT_ROLES else _client_key(key), entry)
             result[alias] = ClusterConfig(alias, props)
         return result
 
     # -- flows ---------------------------------------------------------------------------------------
-    def flow_settings(self, pair: tuple[str, str]) -> dict[str, Setting]:
+    def flow_settings(self, pair: Pair) -> dict[str, Setting]:
         overrides = self.per_flow.get(pair, {})
         settings: dict[str, Setting] = {}
         for name, spec in CONNECTOR_KEYS.items():
+            old = _NEW_NAME_OF.get(name)
             entry = (
                 overrides.get(name)
-                or self._alias_entry(name, overrides)
+                or (old and overrides.get(old))
                 or self.top.get(name)
-                or self._alias_entry(name, self.top)
+                or (old and self.top.get(old))
+                or None
             )
             if entry is not None and self._valid(spec, entry):
                 value = ", ".join(self._glob_star(entry)) if spec.type == "list" else entry.value.strip()
@@ -353,14 +400,13 @@ class _Resolver:
         for key, entry in overrides.items():
             if key.startswith(FAMILY_PREFIX):
                 settings[key] = Setting(entry.value.strip(), _origin(entry))
-        for key, entry in self.top.items():
-            if key.startswith(FAMILY_PREFIX) and key not in settings:
-                settings[key] = Setting(entry.value.strip(), _origin(entry))
+        if self._top_families is None:  # the same for every flow: computed once, not once per flow
+            self._top_families = {
+                k: Setting(e.value.strip(), _origin(e)) for k, e in self.top.items() if k.startswith(FAMILY_PREFIX)
+            }
+        for key, setting in self._top_families.items():
+            settings.setdefault(key, setting)
         return settings
-
-    def _alias_entry(self, name: str, scope: Mapping[str, Entry]) -> Entry | None:
-        old = next((o for o, n in DEPRECATED_ALIASES.items() if n == name), None)
-        return scope.get(old) if old else None
 
     def _valid(self, spec: KeySpec, entry: Entry) -> bool:
         """Validate once per entry, however many flows read it."""
@@ -369,7 +415,7 @@ class _Resolver:
             self._validated[key] = self.check_value(spec, entry)
         return self._validated[key]
 
-    def check_flow_keys(self, pair: tuple[str, str]) -> None:
+    def check_flow_keys(self, pair: Pair) -> None:
         for key, entry in self.per_flow.get(pair, {}).items():
             if key in DEPRECATED_ALIASES:
                 self._deprecated(key, entry, self.per_flow[pair])
@@ -383,31 +429,38 @@ class _Resolver:
                 or key.split(".", 1)[0] in CLIENT_ROLES
                 or key.startswith(("source.", "target.", *WORKER_PREFIXES))
             ):
-                pass
+                self.check_client_key(_flow_client_key(key), entry)
             else:
                 self._unknown(key, entry, f"flow {pair[0]}->{pair[1]}")
 
-    def client_settings(self, pair: tuple[str, str], side: Side, role: Role) -> dict[str, Setting]:
+    def _layer(self, cache_key: tuple[str, ...], scope: Mapping[str, Entry], mapper: Mapper) -> dict[str, Setting]:
+        """The client settings one scope contributes; the top-level and cluster ones are computed once."""
+        layer = self._layers.get(cache_key)
+        if layer is None:
+            layer = _project(scope, mapper)
+            self._layers[cache_key] = layer
+        return layer
+
+    def client_settings(self, pair: Pair, side: Side, role: Role) -> dict[str, Setting]:
         alias = pair[0] if side == "source" else pair[1]
         cluster = self.per_cluster.get(alias, {})
         flow = self.per_flow.get(pair, {})
-        layers: list[tuple[Mapping[str, Entry], Callable[[str], str | None]]] = [
-            (self.top, lambda k: k if is_client_key(k) else None),
-            (cluster, lambda k: k if is_client_key(k) else None),
-            (flow, _strip(f"{side}.cluster.", client_only=True)),
-            (self.top, _strip(f"{role}.")),
-            (flow, _strip(f"{role}.")),
-            (self.top, lambda k: k if is_client_key(k) else None),  # MM2 copies security keys into <role>.*
-            (cluster, lambda k: k if is_client_key(k) else None),
-            (cluster, _strip(f"{role}.")),
-            (flow, _strip(f"{side}.{role}.")),
+        top_client = self._layer(("top", "client"), self.top, _client_key)
+        cluster_client = self._layer(("cluster", alias, "client"), cluster, _client_key)
+        layers = [
+            top_client,
+            cluster_client,
+            _project(flow, _strip(f"{side}.cluster.", client_only=True)),
+            self._layer(("top", role), self.top, _strip(f"{role}.")),
+            _project(flow, _strip(f"{role}.")),
+            top_client,  # MM2 copies security keys into <role>.*
+            cluster_client,
+            self._layer(("cluster", alias, role), cluster, _strip(f"{role}.")),
+            _project(flow, _strip(f"{side}.{role}.")),
         ]
         result: dict[str, Setting] = {}
-        for scope, mapper in layers:
-            for key, entry in scope.items():
-                name = mapper(key)
-                if name:
-                    result[name] = Setting(entry.value, _origin(entry))
+        for layer in layers:
+            result.update(layer)
         if role == "consumer":
             result["enable.auto.commit"] = Setting("false", Origin("forced", note="offsets are tracked by mirrorflow"))
             result.setdefault("auto.offset.reset", Setting("earliest", Origin("mm2-default")))
@@ -421,7 +474,7 @@ class _Resolver:
                 )
         return result
 
-    def families(self, pair: tuple[str, str], settings: dict[str, Setting]) -> list[Family]:
+    def families(self, pair: Pair, settings: dict[str, Setting]) -> list[Family]:
         name = f"{pair[0]}->{pair[1]}"
         default_schedule = (
             parse_schedule(settings[SCHEDULE].value) if self._schedule_ok(settings[SCHEDULE]) else parse_schedule("5m")
@@ -495,7 +548,11 @@ class _Resolver:
         return True
 
     def _err_at(self, origin: Origin, message: str) -> None:
-        self.problems.error(message, file=origin.file or self.path, line=origin.line, key=origin.key)
+        """At the value's line; a default value (no file) is blamed on line 1 of the file, as missing keys are."""
+        if origin.file is None:
+            self.problems.error(message, file=self.path, line=1, key=origin.key)
+        else:
+            self.problems.error(message, file=origin.file, line=origin.line, key=origin.key)
 
     def _check_overlaps(self, flow_name: str, families: list[Family]) -> None:
         from .overlap import example_overlap
@@ -511,7 +568,7 @@ class _Resolver:
                         f"'{second.name}' ({second.topics}) both claim topics such as '{example}'",
                     )
 
-    def flow(self, pair: tuple[str, str]) -> FlowConfig | None:
+    def flow(self, pair: Pair) -> FlowConfig | None:
         self.check_flow_keys(pair)
         settings = self.flow_settings(pair)
         enabled = settings["enabled"].value.lower() == "true"
@@ -550,29 +607,36 @@ class _Resolver:
         return FlowConfig(pair[0], pair[1], enabled, settings, clients, policy, *filters, families=families)  # type: ignore[arg-type]
 
     def _filters(self, settings: dict[str, Setting]) -> tuple[TopicFilter, GroupFilter, ConfigPropertyFilter] | None:
-        classes = []
-        for key, load in (
-            ("topic.filter.class", topic_filter_class),
-            ("group.filter.class", group_filter_class),
-            ("config.property.filter.class", config_property_filter_class),
+        """The flow's three filters; a plug-in class that cannot be loaded or built is an error at its line.
+
+        The values handed to them were validated where they were read (an invalid one fell back to the
+        default), so anything raised here comes from the class itself, possibly a user's plug-in.
+        """
+        built = []
+        for key, load, values in (
+            ("topic.filter.class", topic_filter_class, ("topics", "topics.exclude")),
+            ("group.filter.class", group_filter_class, ("groups", "groups.exclude")),
+            (
+                "config.property.filter.class",
+                config_property_filter_class,
+                ("config.properties.exclude", "use.defaults.from"),
+            ),
         ):
             try:
-                classes.append(load(settings[key].value))
+                built.append(load(settings[key].value)(*(settings[v].value for v in values)))
             except ClassLoadError as exc:
                 self._err_at(settings[key].origin, str(exc))
-        if len(classes) < 3:
+            except Exception as exc:  # noqa: BLE001 - a plug-in's own failure, reported at its line
+                self._err_at(settings[key].origin, f"'{shorten(settings[key].value)}' failed: {_describe(exc)}")
+        if len(built) < 3:
             return None
-        try:
-            return (
-                classes[0](settings["topics"].value, settings["topics.exclude"].value),
-                classes[1](settings["groups"].value, settings["groups.exclude"].value),
-                classes[2](settings["config.properties.exclude"].value, settings["use.defaults.from"].value),
-            )
-        except (JavaRegexError, ValueError):
-            return None  # already reported where the value was read
+        return built[0], built[1], built[2]  # type: ignore[return-value]
 
 
-def _strip(prefix: str, client_only: bool = False) -> Callable[[str], str | None]:
+Mapper = Callable[[str], "str | None"]
+
+
+def _strip(prefix: str, client_only: bool = False) -> Mapper:
     def mapper(key: str) -> str | None:
         if not key.startswith(prefix):
             return None
@@ -580,6 +644,45 @@ def _strip(prefix: str, client_only: bool = False) -> Callable[[str], str | None
         return name if name and (not client_only or is_client_key(name)) else None
 
     return mapper
+
+
+def _client_key(key: str) -> str | None:
+    return key if is_client_key(key) else None
+
+
+def _project(scope: Mapping[str, Entry], mapper: Mapper) -> dict[str, Setting]:
+    """``{client setting: value}`` of the keys of ``scope`` that ``mapper`` maps to a client setting."""
+    result: dict[str, Setting] = {}
+    for key, entry in scope.items():
+        name = mapper(key)
+        if name:
+            value = entry.value.strip() if client_spec(name) else entry.value  # typed: as Java's ConfigDef reads it
+            result[name] = Setting(value, _origin(entry))
+    return result
+
+
+def _flow_client_key(key: str) -> str | None:
+    """The client setting a flow-level key sets (``source.consumer.x``, ``consumer.x``, ``source.cluster.x``)."""
+    for side in ("source", "target"):
+        if key.startswith(f"{side}.cluster."):
+            name = key[len(side) + len(".cluster.") :]
+            return name if is_client_key(name) else None
+        for role in CLIENT_ROLES:
+            if key.startswith(f"{side}.{role}."):
+                return key[len(side) + len(role) + 2 :]
+    role, dot, name = key.partition(".")
+    return name if dot and role in CLIENT_ROLES else None
+
+
+@lru_cache(maxsize=4096)
+def _suggestion(key: str) -> str | None:
+    """The known key an unknown one is probably a typo of (cached: the same typo recurs in every flow)."""
+    guess = difflib.get_close_matches(key, _KNOWN_KEYS, n=1, cutoff=0.8)
+    return guess[0] if guess else None
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {shorten(str(exc), 200)}"
 
 
 def resolve_entries(
@@ -592,51 +695,106 @@ def resolve_entries(
     resolver.classify()
     resolver.check_top_level()
     clusters = resolver.clusters()
-    flows: dict[tuple[str, str], FlowConfig] = {}
-    blamed: dict[int, tuple[str, str]] = {}  # id(problem) -> the flow it was found in
-    for source in resolver.aliases:
-        for target in resolver.aliases:
-            if source != target:
-                before = len(problems.items)
-                flow = resolver.flow((source, target))
-                blamed.update((id(p), (source, target)) for p in problems.items[before:])
-                if flow is not None:
-                    flows[(source, target)] = flow
+    flows: dict[Pair, FlowConfig] = {}
+    failed: set[Pair] = set()
+    blamed: dict[int, Pair] = {}  # id(problem) -> the flow it was found in
+
+    def resolve(pair: Pair, blame: bool = True) -> FlowConfig | None:
+        before = len(problems.items)
+        flow = resolver.flow(pair)
+        if blame:
+            blamed.update((id(p), pair) for p in problems.items[before:])
+        if flow is None:
+            failed.add(pair)
+        else:
+            flows[pair] = flow
+        return flow
+
+    order = {alias: i for i, alias in enumerate(resolver.aliases)}
+    for pair in sorted(resolver.per_flow, key=lambda p: (order[p[0]], order[p[1]])):
+        resolve(pair)
+    # Every pair the file does not name has the top-level settings: one of them stands for all. Its
+    # errors belong to the top level, not to a flow (a partial load cannot leave them out).
+    unnamed = (p for p in _pairs(resolver.aliases) if p not in resolver.per_flow)
+    representative_pair = next(unnamed, None)
+    representative = resolve(representative_pair, blame=False) if representative_pair else None
+    if representative is not None and representative.enabled:  # top-level enabled = true: every pair runs
+        for pair in unnamed:
+            resolve(pair)
     if resolver.aliases and not any(f.enabled for f in flows.values()):
-        problems.warning("no replication flow is enabled (set <source>-><target>.enabled = true)", file=path)
+        problems.warning("no replication flow is enabled (set <source>-><target>.enabled = true)", file=path, line=1)
     broken: dict[str, list[str]] = {}
     if partial and problems.errors:
         broken = _blame_flows(problems, blamed, resolver.aliases)
     _dedupe_problems(problems)
     if problems.errors and not broken:
         raise ConfigError(problems.items)
-    flows = {pair: f for pair, f in flows.items() if f"{pair[0]}->{pair[1]}" not in broken}
+    excluded = failed | {_pair_of(name) for name in broken}
     return MirrorConfig(
         path,
         clusters,
-        flows,
+        FlowTable(
+            resolver.aliases,
+            {pair: f for pair, f in flows.items() if pair not in excluded},
+            excluded,
+            representative,
+            _builder(resolver) if representative is not None else None,
+        ),
         {k: Setting(e.value, _origin(e)) for k, e in resolver.top.items()},
         warnings=[str(p) for p in problems.warnings],
         broken_flows=broken,
     )
 
 
-def _blame_flows(problems: Problems, blamed: Mapping[int, tuple[str, str]], aliases: list[str]) -> dict[str, list[str]]:
+def _pairs(aliases: Sequence[str]) -> Iterator[Pair]:
+    return ((s, t) for s in aliases for t in aliases if s != t)
+
+
+def _pair_of(name: str) -> Pair:
+    source, _, target = name.partition("->")
+    return source, target
+
+
+def _builder(resolver: _Resolver) -> Callable[[Pair], FlowConfig]:
+    """Builds a pair the file does not name, on first use; its checks already passed for the representative."""
+
+    def build(pair: Pair) -> FlowConfig:
+        shared, resolver.problems = resolver.problems, Problems()
+        try:
+            flow = resolver.flow(pair)
+            found = resolver.problems
+        finally:
+            resolver.problems = shared
+        if flow is None or found.errors:  # only a plug-in policy that depends on the alias gets here
+            raise ConfigError(found.items)
+        return flow
+
+    return build
+
+
+def _blame_flows(problems: Problems, blamed: Mapping[int, Pair], aliases: list[str]) -> dict[str, list[str]]:
     """Errors per flow they belong to, or {} when one error belongs to no flow (the file is broken).
 
     An error belongs to a flow when it was found while resolving that flow, or when its key is the
     flow's (``a->b.*``) or one of its clusters' (``a.*``: every flow of cluster ``a``).
     """
-    pairs = [(s, t) for s in aliases for t in aliases if s != t]
+    known = set(aliases)
+    order = {alias: i for i, alias in enumerate(aliases)}
     broken: dict[str, list[str]] = {}
     for problem in problems.errors:
-        key = problem.key or ""
+        head = (problem.key or "").split(".", 1)[0]
+        culprits: list[Pair]
         if id(problem) in blamed:
             culprits = [blamed[id(problem)]]
-        elif "->" in key.split(".", 1)[0]:
-            culprits = [p for p in pairs if key.startswith(f"{p[0]}->{p[1]}.")]
+        elif "->" in head:
+            source, _, target = head.partition("->")
+            culprits = [(source, target)] if {source, target} <= known and source != target else []
+        elif head in known:
+            culprits = [(head, other) for other in aliases if other != head]
+            culprits += [(other, head) for other in aliases if other != head]
+            culprits.sort(key=lambda p: (order[p[0]], order[p[1]]))
         else:
-            culprits = [p for p in pairs if any(key.startswith(f"{alias}.") for alias in p)]
+            culprits = []
         if not culprits:
             return {}
         for source, target in culprits:
