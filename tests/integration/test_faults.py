@@ -255,6 +255,24 @@ def test_recreated_source_topic_is_copied_from_its_start(pair: Pair, webhook: tu
     assert landed > 1000 and (translation.downstream, translation.kind) == (landed, "exact")
 
 
+def test_recreated_source_topic_that_grew_past_the_old_progress_is_copied_from_its_start(pair: Pair) -> None:
+    """The embedded broker reports no topic ids: the last copied record's fingerprint tells."""
+    prefix = unique_topic_name("recreate-grown")
+    topic = create_topic(pair.primary, prefix, partitions=1)
+    produce(pair.primary, topic, [b"old-%d" % i for i in range(1000)])
+    config = make_config(pair, prefix)
+    assert replicate(config, "primary->backup", None, LocalExecutor()).records == 1000
+    recreate(pair.primary, topic, 1)
+    produce(pair.primary, topic, [b"new-%d" % i for i in range(1300)])  # longer than before the next run
+    report = replicate(config, "primary->backup", None, LocalExecutor())
+    assert report.ok and report.records == 1300, report.errors
+    (event,) = report.reset_events
+    assert event["side"] == "source" and "is not the one that was copied" in event["reason"]
+    copied = [r.value for r in read_all(pair.backup, f"primary.{topic}")]
+    assert copied == [b"old-%d" % i for i in range(1000)] + [b"new-%d" % i for i in range(1300)]
+    assert not replicate(config, "primary->backup", None, LocalExecutor()).reset_events  # once, not every run
+
+
 def test_recreated_source_topic_with_stop_policy_stops_the_partition(pair: Pair) -> None:
     prefix = unique_topic_name("recreate-stop")
     topic = create_topic(pair.primary, prefix, partitions=1)

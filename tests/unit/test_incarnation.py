@@ -40,6 +40,14 @@ def test_a_changed_source_topic_id_is_a_reset_even_when_the_new_topic_is_longer(
     assert found is not None and found[0] == "source" and "old-id" in found[1] and "new-id" in found[1]
 
 
+def test_another_record_at_the_last_copied_offset_means_a_recreated_topic() -> None:
+    stored = StoredProgress(999, source_last="999:1:2:3")
+    assert find_reset(stored, now(high_watermark=1300, source_fingerprint="999:1:2:3")) is None
+    found = find_reset(stored, now(high_watermark=1300, source_fingerprint="999:7:8:9"))
+    assert found is not None and found[0] == "source" and "offset 999 is not the one that was copied" in found[1]
+    assert find_reset(stored, now(high_watermark=1300, source_fingerprint=None)) is None  # not read: unknown
+
+
 def test_a_remote_topic_that_ends_before_what_was_copied_into_it_was_recreated() -> None:
     found = find_reset(StoredProgress(999, None, None, 1001), now(target_high_watermark=0))
     assert found is not None and found[0] == "target" and "primary.orders[0]" in found[1]
@@ -65,7 +73,7 @@ def test_plan_reset_copies_from_the_log_start_or_stops(truncation: str, action: 
 
 
 def test_progress_headers_round_trip_and_mm2_records_have_none() -> None:
-    stored = StoredProgress(41, "src-id", "tgt-id", 57)
+    stored = StoredProgress(41, "src-id", "tgt-id", 57, "41:1:2:3")
     assert StoredProgress.from_message(41, stored.headers()) == stored
     assert StoredProgress.from_message(41, None) == StoredProgress(41)
     assert StoredProgress(41).headers() == []

@@ -26,7 +26,7 @@ from typing import Any
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from ..wire import CopiedRun, OffsetSync, source_offset_value
-from .progress import StoredProgress, read_stored_progress
+from .progress import StoredProgress, fingerprint, read_stored_progress
 from .units import LossEvent, Run, UnitResult, UnitSpec
 
 # The test broker answers a fetch with a partition's whole backlog (see platform notes); a large
@@ -203,6 +203,8 @@ class _UnitCopy:
         self.sent_bytes = 0
         self.sent_first: int | None = None
         self.sent_last: int | None = None
+        self.last_message: Any = None  # the last record sent: its fingerprint goes with the progress
+        self.source_last: str | None = None
         self.previous = -1  # last copied upstream offset before this unit's next run (-1: claim nothing)
         self.target_next: int | None = None
         self.last_checkpoint = time.monotonic()
@@ -240,10 +242,12 @@ class _UnitCopy:
         start = stored.offset + 1 if stored is not None else spec.default_start
         self.previous = stored.offset if stored is not None else start - 1
         self.target_next = stored.target_next if stored is not None else None
+        self.source_last = stored.source_last if stored is not None else None
         reset = spec.reset is not None and stored is not None and stored.offset == spec.reset.stored_offset
         if reset and spec.reset is not None:
             start, self.previous, result.reset_applied = spec.reset.start, -1, True
             self.target_next = self.target_next if spec.reset.keep_target_next else None
+            self.source_last = None
         result.start = result.position = start
         consumer = _source_consumer(spec)
         try:
@@ -298,6 +302,7 @@ class _UnitCopy:
             self.sent_bytes += size
             self.sent_first = offset if self.sent_first is None else self.sent_first
             self.sent_last = offset
+            self.last_message = message
             position = offset + 1
             last_record = time.monotonic()
             _maybe_fail(spec, "before-commit", self.sent_total, producer)
@@ -389,7 +394,11 @@ class _UnitCopy:
         syncs = offset_syncs(spec, runs, previous_upstream=self.previous)
         if self.pairs:
             self.target_next = max(downstream for _, downstream in self.pairs) + 1
-        progress = StoredProgress(position - 1, spec.source_topic_id, spec.target_topic_id, self.target_next)
+        if self.last_message is not None:
+            self.source_last = fingerprint(self.last_message)
+        progress = StoredProgress(
+            position - 1, spec.source_topic_id, spec.target_topic_id, self.target_next, self.source_last
+        )
         producer.produce(
             spec.progress_topic,
             key=spec.progress_key,

@@ -10,18 +10,21 @@ Signals, strongest first: the topic ids the brokers report (Kafka 2.8+; stored w
 record headers, see ``progress.StoredProgress``), then offsets: a source partition whose high watermark
 is below the stored progress + 1, or a remote partition whose high watermark is below the offset right
 after the last record copied into it. High watermarks, not last stable offsets: an open transaction must
-never look like a truncation.
+never look like a truncation. Where a broker reports no topic ids, the last copied record's fingerprint
+is compared with the record now at its offset: a recreated topic that grew past the old progress before
+the next run holds another record there.
 """
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import KafkaException, TopicCollection
+from confluent_kafka import Consumer, KafkaException, TopicCollection, TopicPartition
 
-from .progress import StoredProgress
+from .progress import StoredProgress, fingerprint
 from .units import Reset, ResetEvent
 
 
@@ -42,6 +45,51 @@ def topic_ids(admin: Any, topics: list[str], timeout: float) -> dict[str, str | 
     return ids
 
 
+def fingerprint_offset(source_last: str | None) -> int | None:
+    """The offset a stored fingerprint is about (its first field)."""
+    head = (source_last or "").split(":", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def fingerprints_now(
+    consumer_config: dict[str, Any], wanted: dict[tuple[str, int], int], timeout: float
+) -> dict[tuple[str, int], str | None]:
+    """Fingerprint of the record now at each partition's given offset (None: no record there, or not read).
+
+    One consumer for all partitions, read_uncommitted (whatever sits at that offset counts), one record each.
+    """
+    found: dict[tuple[str, int], str | None] = {}
+    if not wanted:
+        return found
+    consumer = Consumer(
+        {
+            **consumer_config,
+            "isolation.level": "read_uncommitted",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "error",
+            "fetch.max.bytes": 1 << 20,
+            "max.partition.fetch.bytes": 1 << 16,
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(topic, partition, offset) for (topic, partition), offset in wanted.items()])
+        deadline = time.monotonic() + timeout
+        while len(found) < len(wanted) and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is None or message.topic() is None:
+                continue
+            key = (message.topic(), message.partition())
+            if key not in wanted or key in found:
+                continue
+            exact = message.error() is None and message.offset() == wanted[key]
+            found[key] = fingerprint(message) if exact else None
+            consumer.pause([TopicPartition(*key)])
+    finally:
+        consumer.close()
+    return found
+
+
 @dataclass(frozen=True)
 class PartitionNow:
     """What the clusters say about one source partition and its remote partition right now."""
@@ -54,6 +102,7 @@ class PartitionNow:
     source_topic_id: str | None
     target_topic_id: str | None
     target_high_watermark: int | None
+    source_fingerprint: str | None = None  # of the record now at the stored fingerprint's offset
 
 
 def find_reset(stored: StoredProgress, now: PartitionNow) -> tuple[str, str] | None:
@@ -67,6 +116,11 @@ def find_reset(stored: StoredProgress, now: PartitionNow) -> tuple[str, str] | N
         return "source", (
             f"the source partition ends at offset {now.high_watermark}, before the stored progress "
             f"{stored.offset} + 1: the topic was deleted and recreated (or truncated)"
+        )
+    if stored.source_last and now.source_fingerprint and stored.source_last != now.source_fingerprint:
+        return "source", (
+            f"the record at offset {fingerprint_offset(stored.source_last)} is not the one that was copied "
+            f"(fingerprint {stored.source_last}, now {now.source_fingerprint}): the topic was deleted and recreated"
         )
     if stored.target_topic_id and now.target_topic_id and stored.target_topic_id != now.target_topic_id:
         return "target", (
@@ -98,4 +152,4 @@ def plan_reset(stored: StoredProgress, now: PartitionNow, truncation: str) -> tu
     return event, None if stop else Reset(stored.offset, now.log_start, keep_target_next=side == "source")
 
 
-__all__ = ["PartitionNow", "find_reset", "plan_reset", "topic_ids"]
+__all__ = ["PartitionNow", "find_reset", "fingerprint_offset", "fingerprints_now", "plan_reset", "topic_ids"]

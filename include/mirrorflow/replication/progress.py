@@ -10,6 +10,7 @@ mirrorflow stopped. Reads use read_committed so an aborted (fenced) unit's progr
 from __future__ import annotations
 
 import time
+import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -98,14 +99,17 @@ class StoredProgress:
     ``offset`` is MM2's value (the last copied source offset). The rest travels in record headers, which
     MM2's Connect offset reader ignores, so the key and value bytes stay exactly MM2's:
     ``source_topic_id``/``target_topic_id`` are the topic ids the brokers reported (None when the broker
-    reports none, or MM2 wrote the record) and ``target_next`` is the remote partition's offset right after
-    the last copied record. Together they tell a recreated or truncated topic from a normal resume.
+    reports none, or MM2 wrote the record), ``target_next`` is the remote partition's offset right after
+    the last copied record and ``source_last`` the fingerprint of the last copied source record (see
+    :func:`fingerprint`), for brokers that report no topic ids. Together they tell a recreated or
+    truncated topic from a normal resume.
     """
 
     offset: int
     source_topic_id: str | None = None
     target_topic_id: str | None = None
     target_next: int | None = None
+    source_last: str | None = None
 
     def headers(self) -> list[tuple[str, bytes]]:
         """The record headers that carry the incarnation (only the known parts)."""
@@ -113,6 +117,7 @@ class StoredProgress:
             SOURCE_TOPIC_ID_HEADER: self.source_topic_id,
             TARGET_TOPIC_ID_HEADER: self.target_topic_id,
             TARGET_NEXT_HEADER: None if self.target_next is None else str(self.target_next),
+            SOURCE_LAST_HEADER: self.source_last,
         }
         return [(name, value.encode()) for name, value in fields.items() if value is not None]
 
@@ -125,12 +130,25 @@ class StoredProgress:
             found.get(SOURCE_TOPIC_ID_HEADER) or None,
             found.get(TARGET_TOPIC_ID_HEADER) or None,
             int(target_next) if target_next.lstrip("-").isdigit() else None,
+            found.get(SOURCE_LAST_HEADER) or None,
         )
+
+
+def fingerprint(message: Any) -> str:
+    """``offset:crc32(key):crc32(value):timestamp`` of a record: the same record gives the same text.
+
+    A topic recreated under the same name holds other records at the same offsets; comparing the record
+    now at the last copied offset with this fingerprint tells the incarnations apart where the broker
+    reports no topic ids. Cheap: computed once per checkpoint, for one record.
+    """
+    key, value = message.key() or b"", message.value() or b""
+    return f"{message.offset()}:{zlib.crc32(key)}:{zlib.crc32(value)}:{message.timestamp()[1]}"
 
 
 SOURCE_TOPIC_ID_HEADER = "mirrorflow.source.topic.id"
 TARGET_TOPIC_ID_HEADER = "mirrorflow.target.topic.id"
 TARGET_NEXT_HEADER = "mirrorflow.target.next"
+SOURCE_LAST_HEADER = "mirrorflow.source.last"
 
 
 def read_stored_progress(

@@ -26,7 +26,7 @@ from ..alerts import WEBHOOK_KEY, send_run_events
 from ..config.model import FlowConfig, MirrorConfig, parse_duration
 from ..internal_topics import InternalTopic, ensure_internal_topic
 from .executor import UnitExecutor
-from .incarnation import PartitionNow, plan_reset, topic_ids
+from .incarnation import PartitionNow, fingerprint_offset, fingerprints_now, plan_reset, topic_ids
 from .lock import FamilyLock, LockError
 from .progress import progress_location, progress_topic, read_stored_progress
 from .units import Fault, LossEvent, Reset, ResetEvent, UnitResult, UnitSpec
@@ -264,6 +264,7 @@ class _Run:
         source_hw = _offsets(self.source_admin, known, OffsetSpec.latest(), uncommitted, self.timeout)
         remote_tps = [TopicPartition(remote[tp.topic], tp.partition) for tp in known]
         target_hw = _offsets(self.target_admin, remote_tps, OffsetSpec.latest(), uncommitted, self.timeout)
+        fingerprints = self._fingerprints(known, stored, starts)
         for tp in known:
             key = (tp.topic, tp.partition)
             now = PartitionNow(
@@ -275,6 +276,7 @@ class _Run:
                 self.source_ids.get(tp.topic),
                 self.target_ids.get(remote[tp.topic]),
                 target_hw.get((remote[tp.topic], tp.partition)),
+                fingerprints.get(key),
             )
             planned = plan_reset(stored[key], now, self.flow.get("mirrorflow.truncation"))
             if planned is None:
@@ -284,6 +286,20 @@ class _Run:
             report.reset_events.append(asdict(event))
             if reset is not None:
                 self.resets[key] = reset
+
+    def _fingerprints(
+        self, known: list[TopicPartition], stored: dict[tuple[str, int], Any], starts: dict[tuple[str, int], int]
+    ) -> dict[tuple[str, int], str | None]:
+        """Records now at the last copied offsets, where topic ids cannot tell incarnations apart."""
+        wanted = {}
+        for tp in known:
+            key = (tp.topic, tp.partition)
+            offset = fingerprint_offset(stored[key].source_last)
+            ids_known = stored[key].source_topic_id and self.source_ids.get(tp.topic)
+            if offset is not None and not ids_known and starts[key] <= offset:
+                wanted[key] = offset
+        source_consumer = clients.client_properties(self.flow, "source", "consumer")
+        return fingerprints_now(source_consumer, wanted, self.timeout)
 
     def _retry(self, part: PartitionReport, result: UnitResult, until: float) -> bool:
         """True when a transiently failed unit is to run again (what it committed still counts)."""
