@@ -41,6 +41,8 @@ def load_class(name: str, base: type[T], builtins: Mapping[str, type[T]], what: 
                 "must be re-implemented as a Python class named by its dotted path"
             ) from None
         raise ClassLoadError(f"cannot import {what} module '{module_name}': {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - a user module that fails on import (SyntaxError, ...) is a config error
+        raise ClassLoadError(f"importing {what} module '{module_name}' failed: {type(exc).__name__}: {exc}") from None
     cls = getattr(module, attr, None)
     if not (isinstance(cls, type) and issubclass(cls, base)):
         raise ClassLoadError(f"'{name}' is not a subclass of {base.__module__}.{base.__qualname__}")

@@ -53,7 +53,10 @@ def heartbeat_flows(config: MirrorConfig) -> list[FlowConfig]:
     """Every pair that emits heartbeats: enabled flows and, as MM2 does, the reverse pairs of enabled flows."""
     enabled = {(f.source, f.target) for f in config.enabled_flows()}
     wanted = enabled | {(t, s) for s, t in enabled}
-    return [f for pair, f in sorted(config.flows.items()) if pair in wanted and f.emits_heartbeats]
+    # Look the wanted pairs up: iterating config.flows would build all N*(N-1) pairs of a large file.
+    return [
+        config.flows[pair] for pair in sorted(wanted) if pair in config.flows and config.flows[pair].emits_heartbeats
+    ]
 
 
 def emit_heartbeat(flow: FlowConfig, *, now_ms: int | None = None, timeout: float = 30.0) -> Emitted:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from include.mirrorflow.config import ConfigError, parse_config
 from include.mirrorflow.policy import (
     DefaultReplicationPolicy,
     IdentityReplicationPolicy,
@@ -141,3 +144,14 @@ def test_custom_policy_by_dotted_path_and_unknown_classes() -> None:
         load_policy("tests.unit.test_policy.test_identity_policy", {})
     with pytest.raises(PolicyError, match="cannot import"):
         load_policy("no_such_module.Policy", {})
+
+
+def test_a_policy_module_that_fails_on_import_is_a_config_error_at_its_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "broken_policy_mod.py").write_text("def oops(:\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    text = "clusters = a, b\nreplication.policy.class = broken_policy_mod.Policy\n"
+    with pytest.raises(ConfigError) as raised:
+        parse_config(text, "mm2.properties")
+    assert "mm2.properties:2" in str(raised.value) and "SyntaxError" in str(raised.value)
