@@ -1,9 +1,13 @@
 """spark-submit entry point: mirror one topic family of one flow (thin: the logic is in the library).
 
     spark-submit spark_apps/mirror_family.py --config mm2.properties --flow primary->backup \
-        --family orders [--duration 10m] [--topics a,b] [--report report.json]
+        --family orders [--duration 10m] [--topics a,b] [--report report.json] [--debug]
 
-Exit code 0 when every partition copied cleanly, 1 otherwise (the report says which and why).
+Both clusters are checked (``mirrorflow.cluster.timeout``) before the SparkSession starts, so a dead cluster
+costs seconds, not a Spark start-up, and is named in one line. Exit code 0 when every partition copied
+cleanly, 1 for a problem to fix or failed partitions (the report says which and why), 2 when the run could
+not run (a cluster unreachable, an unexpected error: one line, also in the report; ``--debug`` for the
+traceback). spark-submit passes the code on; its launcher merges this app's stderr into its stdout.
 """
 
 from __future__ import annotations

@@ -1,7 +1,13 @@
-"""The ``mirrorflow`` command: configuration checks and local development clusters.
+"""The ``mirrorflow`` command: configuration checks, replication, checkpoints and local development clusters.
 
 Operators without Airflow (and CI) need the same checks the DAGs run, so the CLI is a thin layer
-over the library. Exit codes: 0 success, 1 a problem the user must fix (reported on stderr).
+over the library. Exit codes: 0 success; 1 a problem the user must fix (reported on stderr: every
+configuration error, one per line, as ``config validate`` prints them; or a run whose report lists
+failures); 2 a command that could not run: a cluster unreachable (one line naming its alias, role and
+bootstrap servers, within ``mirrorflow.cluster.timeout``) or an unexpected error (one line; ``--debug``
+shows the traceback and librdkafka's log); 3 ``dev status``/``demo status``: not everything runs.
+Commands that talk to clusters check them first, so a dead cluster is named in seconds instead of
+surfacing as a librdkafka traceback minutes later.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from pathlib import Path
 
 from .config import ConfigError, FlowConfig, load_config
 from .config.describe import describe_config, render_text
+from .replication.entry import check_flow_clusters, debug_requested, enable_debug_logging, guarded
 
 
 def _config_validate(args: argparse.Namespace) -> int:
@@ -130,6 +137,7 @@ def _checkpoints(args: argparse.Namespace) -> int:
     flow = _flow_of(args)
     if flow is None:
         return 1
+    check_flow_clusters(flow)  # both are read (and the target written): name a dead one now, in one line
     report = emit_checkpoints(flow, groups=args.groups, dry_run=args.dry_run)
     output: dict[str, object] = {"checkpoints": report.to_dict()}
     text = [render_report(report)]
@@ -155,6 +163,8 @@ def _translate(args: argparse.Namespace) -> int:
     flow = _flow_of(args)
     if flow is None:
         return 1
+    # Only the target must answer: without the source, the answer comes from the checkpoints on the target.
+    check_flow_clusters(flow, sides=("target",))
     source, points = translate_group(flow, args.group)
     if args.json:
         print(json.dumps({"group": args.group, "source": source, "offsets": [p.__dict__ for p in points]}, indent=2))
@@ -183,6 +193,8 @@ def spark_submit_command(args: argparse.Namespace) -> tuple[list[str], dict[str,
     for option in ("family", "duration", "topics", "report"):
         if getattr(args, option):
             cmd += [f"--{option}", getattr(args, option)]
+    if debug_requested(args):
+        cmd.append("--debug")
     env = {
         **os.environ,
         "PYSPARK_PYTHON": sys.executable,
@@ -194,13 +206,20 @@ def spark_submit_command(args: argparse.Namespace) -> tuple[list[str], dict[str,
 
 
 def _replicate(args: argparse.Namespace) -> int:
-    from .replication.entry import run
+    from .replication.entry import prepare, run
     from .replication.executor import LocalExecutor
 
     if args.in_process:
         return run(args, LocalExecutor())
-    cmd, env = spark_submit_command(args)
-    return subprocess.call(cmd, env=env)
+
+    def submit() -> int:
+        # Configuration and clusters checked here first: a dead cluster is one line within seconds, without
+        # a JVM start (the Spark app checks again, in case its driver runs elsewhere).
+        prepare(args)
+        cmd, env = spark_submit_command(args)
+        return subprocess.call(cmd, env=env)
+
+    return guarded(args, submit)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -208,6 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="mirrorflow",
         description="Kafka replication between clusters, MirrorMaker 2 compatible, orchestrated by Airflow.",
     )
+    parser.add_argument("--debug", action="store_true", help="on errors, show the traceback and librdkafka's log")
     sub = parser.add_subparsers(dest="command", required=True)
 
     config = sub.add_parser("config", help="check and explain an mm2.properties file")
@@ -243,6 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
     checkpoints.add_argument("--groups", help="only groups fully matching this regex (after the group filter)")
     checkpoints.add_argument("--dry-run", action="store_true", help="translate and report; write nothing")
     checkpoints.add_argument("--json", action="store_true", help="machine-readable output")
+    _add_debug(checkpoints)
     checkpoints.set_defaults(func=_checkpoints)
 
     translate = sub.add_parser("translate", help="the target offsets a failed-over consumer group would use")
@@ -250,10 +271,18 @@ def build_parser() -> argparse.ArgumentParser:
     translate.add_argument("--flow", required=True, help="SOURCE->TARGET")
     translate.add_argument("--group", required=True, help="consumer group id")
     translate.add_argument("--json", action="store_true", help="machine-readable output")
+    _add_debug(translate)
     translate.set_defaults(func=_translate)
 
     _add_demo_parser(sub)
     return parser
+
+
+def _add_debug(parser: argparse.ArgumentParser) -> None:
+    """``--debug`` after the command too; SUPPRESS keeps a ``mirrorflow --debug <command>`` from being reset."""
+    parser.add_argument(
+        "--debug", action="store_true", default=argparse.SUPPRESS, help="on errors, show the traceback and log"
+    )
 
 
 def _add_demo_parser(sub: argparse._SubParsersAction) -> None:
@@ -274,7 +303,10 @@ def _add_demo_parser(sub: argparse._SubParsersAction) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return int(args.func(args))
+    if debug_requested(args):
+        enable_debug_logging()
+    # Any error a command does not handle itself: one line and exit 2, not a traceback (unless --debug).
+    return int(guarded(args, lambda: int(args.func(args))))
 
 
 if __name__ == "__main__":

@@ -1,24 +1,73 @@
 """Before a run: do both clusters of a flow answer?
 
-A mirror run against a dead cluster fails deep inside Spark with a librdkafka timeout that does not
-say which cluster was down. The mirror DAG's first task asks each cluster for its metadata with a
-short timeout and fails with a message naming the cluster, its role and its bootstrap servers, so
-the operator knows at a glance where to look.
+A run against a dead cluster used to fail deep inside Spark, minutes later, with a librdkafka traceback
+(``Failed to get metadata``) that did not say which cluster was down. Every entry point that talks to
+clusters (``mirrorflow replicate`` and the other CLI commands, the Spark app before its SparkSession, the
+DAGs' ``check_clusters`` tasks) first asks each cluster for its metadata and fails with one line naming the
+cluster, its role and its bootstrap servers, so the operator knows at a glance where to look.
+
+How long it waits: ``mirrorflow.cluster.timeout`` (default 30 s) at most, both clusters checked at the
+same time so the total stays within it. A cluster that refuses every connection or whose host name does
+not resolve has already answered, in a way: once librdkafka reports all its bootstrap brokers down, the
+check gives it :data:`REFUSED_GRACE_S` to come back (a broker restarting) and then fails, well inside the
+timeout. Only a cluster that says nothing at all (packets dropped, an overloaded broker) costs the whole
+timeout.
+
+librdkafka logs every failed reconnect to stderr; these clients send that log to the Python logger
+``mirrorflow.preflight.librdkafka`` at DEBUG instead, so the user sees one line, not dozens.
 """
 
 from __future__ import annotations
 
+import logging
+import re
+import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 
 from . import clients
 from .config.model import FlowConfig, Side
 
+log = logging.getLogger(__name__)
+
+#: The key bounding how long a check waits for a cluster (a duration such as ``30s``).
+TIMEOUT_KEY = "mirrorflow.cluster.timeout"
+
+#: After librdkafka reports every bootstrap broker down (refused, unresolvable, authentication failed), how
+#: long a check still waits for one to come back before failing. Short, because a refused connection rarely
+#: turns into an answer within seconds, and the DAGs retry anyway.
+REFUSED_GRACE_S = 5.0
+
+_POLL_S = 0.1
+# Errors that end the grace period early when every broker is down: they say why.
+_REASONS = (
+    KafkaError._TRANSPORT,
+    KafkaError._RESOLVE,
+    KafkaError._AUTHENTICATION,
+    KafkaError._SSL,
+    KafkaError.SASL_AUTHENTICATION_FAILED,
+)
+# What list_topics says when nothing answered at all (its "Broker transport failure" explains nothing).
+_SILENT = (KafkaError._TIMED_OUT, KafkaError._TRANSPORT)
+_ALL_DOWN = (KafkaError._ALL_BROKERS_DOWN, KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED)
+# "127.0.0.1:19092/bootstrap: Connect to ipv4#127.0.0.1:19092 failed: Connection refused (after 0ms in state
+# CONNECT, 3 identical error(s) suppressed)" -> "Connect to ipv4#127.0.0.1:19092 failed: Connection refused"
+_BROKER_PREFIX = re.compile(r"^\S+/\S+: ")
+_STATE_SUFFIX = re.compile(r"\s*\(after \d+ms in state \w+[^)]*\)\s*$")
+
 
 class ClusterUnreachableError(RuntimeError):
-    """One or both clusters of a flow did not answer; the message names each of them."""
+    """One or both clusters of a flow did not answer; the message (one line) names each of them.
+
+    ``sides`` says which did not answer (a failed-over flow expects its source to be gone).
+    """
+
+    def __init__(self, message: str, sides: tuple[Side, ...] = ()) -> None:
+        super().__init__(message)
+        self.sides = sides
 
 
 @dataclass(frozen=True)
@@ -31,39 +80,137 @@ class ClusterHealth:
     seconds: float
 
 
-def check_cluster(flow: FlowConfig, side: Side, timeout: float = 15.0) -> ClusterHealth:
-    """Metadata of one side of a flow, or ``ClusterUnreachableError`` naming the cluster."""
+class _LibrdkafkaToDebug:
+    """A librdkafka ``logger``: its lines become DEBUG records (confluent-kafka calls ``log(level, fmt, *args)``).
+
+    librdkafka would log each failed reconnect at ERROR on stderr; the check's own error says what matters.
+    ``--debug`` (or any DEBUG logging configuration) shows them again.
+    """
+
+    def __init__(self) -> None:
+        self._log = logging.getLogger("mirrorflow.preflight.librdkafka")
+
+    def log(self, _level: int, msg: str, *args: Any) -> None:
+        self._log.debug(msg, *args)
+
+
+def cluster_timeout(flow: FlowConfig) -> float:
+    """Seconds a check of this flow's clusters may take (``mirrorflow.cluster.timeout``)."""
+    return float(flow.get_seconds(TIMEOUT_KEY))
+
+
+def _reason(error: KafkaError) -> str:
+    text = _BROKER_PREFIX.sub("", error.str(), count=1)
+    return _STATE_SUFFIX.sub("", text)
+
+
+def _describe(flow: FlowConfig, side: Side) -> tuple[str, str]:
     alias = flow.source if side == "source" else flow.target
-    bootstrap = flow.client_config(side, "admin").get("bootstrap.servers", "?")
+    return alias, flow.client_config(side, "admin").get("bootstrap.servers", "?")
+
+
+def check_cluster(flow: FlowConfig, side: Side, timeout: float | None = None) -> ClusterHealth:
+    """Metadata of one side of a flow, or ``ClusterUnreachableError`` (one line naming the cluster).
+
+    ``timeout`` (default: the flow's ``mirrorflow.cluster.timeout``) bounds the whole check; a cluster all of
+    whose brokers refuse connections, fail authentication or do not resolve fails after
+    ``min(timeout, REFUSED_GRACE_S)``.
+    """
+    timeout = cluster_timeout(flow) if timeout is None else timeout
+    alias, bootstrap = _describe(flow, side)
     started = time.monotonic()
-    # A dead cluster makes librdkafka log every reconnect attempt; back off so a check logs a few lines.
-    admin = clients.admin(flow, side, **{"reconnect.backoff.ms": 1000, "reconnect.backoff.max.ms": 5000})
-    try:
-        metadata = admin.list_topics(timeout=timeout)
-    except KafkaException as exc:
-        error = exc.args[0] if exc.args else exc
-        reason = error.str() if hasattr(error, "str") else str(error)
-        raise ClusterUnreachableError(
-            f"cluster '{alias}' ({side} of {flow.name}, bootstrap.servers {bootstrap}) did not answer "
-            f"within {timeout:g} s: {reason}"
-        ) from None
-    return ClusterHealth(
-        alias, side, bootstrap, len(metadata.brokers), len(metadata.topics), round(time.monotonic() - started, 3)
+    errors: list[KafkaError] = []  # appended by admin.poll() below, in this thread
+    admin = clients.admin(
+        flow,
+        side,
+        **{
+            # Fewer reconnect attempts (and log lines) while a cluster is down.
+            "reconnect.backoff.ms": 1000,
+            "reconnect.backoff.max.ms": 5000,
+            "logger": _LibrdkafkaToDebug(),
+            "error_cb": errors.append,
+        },
+    )
+    outcome: dict[str, Any] = {}
+    done = threading.Event()
+
+    def ask() -> None:
+        # list_topics blocks and cannot be interrupted; in its own (daemon) thread, this one can watch the
+        # error callbacks and give up early. An abandoned call ends by itself at the timeout.
+        try:
+            outcome["metadata"] = admin.list_topics(timeout=timeout)
+        except KafkaException as exc:
+            outcome["error"] = exc.args[0] if exc.args else exc
+        finally:
+            done.set()
+
+    threading.Thread(target=ask, name=f"preflight-{alias}", daemon=True).start()
+    all_down_since: float | None = None
+    while not done.wait(_POLL_S):
+        admin.poll(0)  # serves librdkafka's log (to DEBUG) and its errors (to ``errors``)
+        now = time.monotonic()
+        if all_down_since is None and any(e.code() in _ALL_DOWN for e in errors):
+            all_down_since = now
+        if all_down_since is not None and now - started >= min(timeout, REFUSED_GRACE_S):
+            break
+        if now - started >= timeout + 1.0:  # list_topics overran its own timeout: never wait longer
+            break
+    admin.poll(0)
+    seconds = time.monotonic() - started
+    metadata = outcome.get("metadata")
+    if metadata is not None:
+        health = ClusterHealth(alias, side, bootstrap, len(metadata.brokers), len(metadata.topics), round(seconds, 3))
+        log.debug("cluster '%s' (%s) answered in %.3f s: %d broker(s)", alias, side, seconds, health.brokers)
+        return health
+    reasons = [_reason(e) for e in errors if e.code() in _REASONS]
+    if reasons:
+        reason = reasons[-1]
+    elif isinstance(outcome.get("error"), KafkaError) and outcome["error"].code() not in _SILENT:
+        reason = outcome["error"].str()
+    else:
+        reason = "no answer to a metadata request (is the host reachable from here? a firewall?)"
+    raise ClusterUnreachableError(
+        f"cluster '{alias}' ({side} of {flow.name}, bootstrap.servers {bootstrap}) did not answer within "
+        f"{seconds:.0f} s: {reason}",
+        (side,),
     )
 
 
-def check_clusters(flow: FlowConfig, timeout: float = 15.0) -> list[ClusterHealth]:
-    """Both clusters of a flow; if any is unreachable, one error naming every unreachable cluster."""
-    healthy: list[ClusterHealth] = []
-    problems: list[str] = []
-    for side in ("source", "target"):
+def check_clusters(
+    flow: FlowConfig, timeout: float | None = None, sides: tuple[Side, ...] = ("source", "target")
+) -> list[ClusterHealth]:
+    """Both clusters of a flow (or ``sides``), checked at the same time so the total stays within ``timeout``.
+
+    If any is unreachable: one ``ClusterUnreachableError`` naming every unreachable cluster, on one line.
+    """
+    results: dict[Side, ClusterHealth | Exception] = {}
+
+    def check(side: Side) -> None:
         try:
-            healthy.append(check_cluster(flow, side, timeout))  # type: ignore[arg-type]
-        except ClusterUnreachableError as exc:
-            problems.append(str(exc))
-    if problems:
-        raise ClusterUnreachableError("; ".join(problems))
-    return healthy
+            results[side] = check_cluster(flow, side, timeout)
+        except Exception as exc:  # noqa: BLE001 - re-raised below, in the caller's thread
+            results[side] = exc
+
+    threads = [threading.Thread(target=check, args=(side,), name=f"preflight-{side}") for side in sides]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for side in sides:
+        if isinstance(results[side], Exception) and not isinstance(results[side], ClusterUnreachableError):
+            raise results[side]  # a client setting librdkafka refuses, say: not a reachability problem
+    unreachable = [side for side in sides if isinstance(results[side], ClusterUnreachableError)]
+    if unreachable:
+        raise ClusterUnreachableError("; ".join(str(results[side]) for side in unreachable), tuple(unreachable))
+    return [r for side in sides if isinstance(r := results[side], ClusterHealth)]
 
 
-__all__ = ["ClusterHealth", "ClusterUnreachableError", "check_cluster", "check_clusters"]
+__all__ = [
+    "REFUSED_GRACE_S",
+    "TIMEOUT_KEY",
+    "ClusterHealth",
+    "ClusterUnreachableError",
+    "check_cluster",
+    "check_clusters",
+    "cluster_timeout",
+]

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow.sdk import DAG, Asset, Param, get_current_context, task
-from airflow.sdk.exceptions import AirflowSkipException
+from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 
 from include.mirrorflow import clients, preflight, topics
 from include.mirrorflow.config import ConfigError, FlowConfig, Schedule, load_config
@@ -102,6 +102,33 @@ def failed_over_since(flow: FlowConfig) -> str | None:
     return None
 
 
+def checked_clusters(flow: FlowConfig) -> list[dict[str, Any]]:
+    """Both clusters answer (``mirrorflow.cluster.timeout``), else a failure whose message is one line naming them.
+
+    A failed-over flow skips instead, whether or not its source answers (after a disaster it does not). Its
+    failover record lives on the target, so it is read only once the target is known to answer: an unreachable
+    target then costs the check's time alone, not an extra read timeout first.
+    """
+    try:
+        health = preflight.check_clusters(flow)
+    except preflight.ClusterUnreachableError as exc:
+        if "target" in exc.sides or not (since := failed_over_since(flow)):
+            # The message first and alone at ERROR; the exception (no chained librdkafka traceback) repeats it
+            # as the task's failure. Retries stay on: an unreachable cluster may come back.
+            log.error("%s", exc)
+            raise AirflowException(str(exc)) from None
+        health, failed_over = [], since
+    else:
+        failed_over = failed_over_since(flow)
+    if failed_over:
+        raise AirflowSkipException(
+            f"{flow.name} was failed over at {failed_over}: consumers use {flow.target} now; mirroring stays off "
+            "until a failback"
+        )
+    log.info("clusters answered: %s", ", ".join(f"'{h.alias}' ({h.side}) in {h.seconds:.3f} s" for h in health))
+    return [asdict(h) for h in health]
+
+
 def build_mirror_dag(flow: FlowConfig, family: str, config_file: Path) -> DAG:
     """The mirror DAG of one flow family (see the module docstring)."""
     fam = flow.family(family)
@@ -122,15 +149,8 @@ def build_mirror_dag(flow: FlowConfig, family: str, config_file: Path) -> DAG:
 
         @task(task_id="check_clusters")
         def check_clusters() -> list[dict[str, Any]]:
-            """Both clusters answer (else fail naming the unreachable one); a failed-over flow skips."""
-            live = MirrorflowHook(config_file).flow(name)
-            failed_over = failed_over_since(live)
-            if failed_over:
-                raise AirflowSkipException(
-                    f"{name} was failed over at {failed_over}: consumers use {live.target} now; mirroring stays off "
-                    "until a failback"
-                )
-            return [asdict(h) for h in preflight.check_clusters(live)]
+            """Both clusters answer (else fail, one line naming the unreachable one); a failed-over flow skips."""
+            return checked_clusters(MirrorflowHook(config_file).flow(name))
 
         @task(task_id="prepare_target")
         def prepare_target() -> dict[str, Any]:

@@ -7,7 +7,10 @@ mode by default, a cluster by changing the connection) that
 * hands cluster settings from Airflow connections to the app through the environment (never on the
   command line, which the Spark hook logs), and makes sure ``spark-submit`` and the executors' Python
   are this installation's,
-* returns the app's run report (per-partition records and lag) as the task's output (XCom).
+* returns the app's run report (per-partition records and lag) as the task's output (XCom),
+* fails with the app's own words: when the app stops early (a cluster unreachable: one line naming it) or a
+  partition fails, the report it leaves says why, and that becomes the task's failure message instead of the
+  Spark hook's "Cannot execute: spark-submit ... Error code is: 2".
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk.exceptions import AirflowException
 
 from include.mirrorflow.config.location import REPO_ROOT
 from include.mirrorflow.config.model import parse_duration
@@ -27,6 +31,16 @@ from include.mirrorflow.replication.spark_env import spark_environment
 from .hooks import MirrorflowHook
 
 MIRROR_APP = REPO_ROOT / "spark_apps" / "mirror_family.py"
+
+
+def report_failures(report: dict[str, Any]) -> list[str]:
+    """What went wrong in a run, as the report says it: its errors, else its failed partitions."""
+    errors = [str(e) for e in report.get("errors", [])]
+    return errors or [
+        f"{p['topic']}[{p['partition']}]: {p.get('error') or 'failed'}"
+        for p in report.get("partitions", [])
+        if p.get("status") == "failed"
+    ]
 
 
 def app_arguments(config: Path, flow: str, family: str, params: dict[str, Any], report: Path) -> list[str]:
@@ -71,15 +85,30 @@ class MirrorFamilyOperator(SparkSubmitOperator):
             self._hook = None  # a retry builds a new hook with these arguments
             try:
                 super().execute(context)
-            finally:
-                report = json.loads(report_path.read_text()) if report_path.exists() else None
-                if report is not None:
-                    self._log_report(report)
+            except Exception:
+                report = self._read_report(report_path)
+                failures = report_failures(report) if report else []
+                if not failures:
+                    raise
+                # The app's one line (the hook logged its output above it) rather than "Cannot execute ...".
+                raise AirflowException("; ".join(failures)) from None
+            report = self._read_report(report_path)
         if report is None:
             raise RuntimeError(f"the Spark app finished without writing its run report ({report_path})")
         return report
 
+    def _read_report(self, path: Path) -> dict[str, Any] | None:
+        """The report the app wrote (logged), or None."""
+        report = json.loads(path.read_text()) if path.exists() else None
+        if report is not None:
+            self._log_report(report)
+        return report
+
     def _log_report(self, report: dict[str, Any]) -> None:
+        if not report.get("partitions") and report.get("errors"):  # stopped before copying: only the why
+            for error in report["errors"]:
+                self.log.error("%s", error)
+            return
         self.log.info(
             "%s family %s: %d record(s) copied in %.1f s, lag %d, %d partition(s)",
             report["flow"],

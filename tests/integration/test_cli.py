@@ -6,7 +6,9 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -133,3 +135,46 @@ def test_config_validate_reports_every_error_and_exits_1(tmp_path: Path) -> None
 def test_config_show_unknown_flow() -> None:
     result = mirrorflow("config", "show", str(REPO / "include/config/mm2.properties"), "--flow", "backup->nowhere")
     assert result.returncode == 1 and "no flow backup->nowhere" in result.stderr
+
+
+BOOM_POLICY = '''
+from include.mirrorflow.policy import DefaultReplicationPolicy
+
+
+class BoomPolicy(DefaultReplicationPolicy):
+    """A user's policy with a bug that only shows at run time."""
+
+    def format_remote_topic(self, source_alias, topic):
+        if topic.startswith("boom"):
+            raise RuntimeError("policy bug: cannot name " + topic + "\\nsecond line of the message")
+        return super().format_remote_topic(source_alias, topic)
+'''
+
+
+@pytest.mark.integration
+def test_an_unexpected_error_is_one_line_exit_2_and_debug_shows_the_traceback(
+    kafka_clusters: Any, tmp_path: Path
+) -> None:
+    prefix = f"boom{uuid.uuid4().hex[:6]}"
+    create_topic(kafka_clusters.primary, f"{prefix}.t")
+    (tmp_path / "boom_policy.py").write_text(BOOM_POLICY)
+    config = tmp_path / "mm2.properties"
+    config.write_text(
+        f"clusters = primary, backup\nprimary.bootstrap.servers = {kafka_clusters.primary}\n"
+        f"backup.bootstrap.servers = {kafka_clusters.backup}\nprimary->backup.enabled = true\n"
+        f"primary->backup.topics = {prefix}\\\\..*\nreplication.policy.class = boom_policy.BoomPolicy\n"
+        "replication.factor = 1\noffset-syncs.topic.replication.factor = 1\noffset-syncs.topic.location = target\n"
+    )
+    env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])}
+    run = ["replicate", "--in-process", "--config", str(config), "--flow", "primary->backup"]
+
+    result = mirrorflow(*run, env=env)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.splitlines() == [
+        f"error: RuntimeError: policy bug: cannot name {prefix}.t (--debug shows the traceback)"
+    ]
+
+    debug = mirrorflow(*run, "--debug", env=env)
+    assert debug.returncode == 2
+    assert "Traceback (most recent call last)" in debug.stderr and 'boom_policy.py", line' in debug.stderr
+    assert debug.stderr.strip().splitlines()[-1] == f"error: RuntimeError: policy bug: cannot name {prefix}.t"

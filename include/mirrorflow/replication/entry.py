@@ -1,7 +1,17 @@
 """Command-line front of a replication run, shared by the Spark app and ``mirrorflow replicate``.
 
-The Spark app and the CLI must accept the same options and write the same report; this is that one
-implementation (the Spark app only adds a SparkSession).
+The Spark app and the CLI must accept the same options, check the same things and write the same report;
+this is that one implementation (the Spark app only adds a SparkSession, after the clusters answered, so a
+dead cluster costs no Spark start-up).
+
+Exit codes (the README documents them):
+
+* 0: every partition copied cleanly;
+* 1: a problem the user must fix (configuration, unknown flow or family, a bad option), or a run that
+  finished with failed partitions (the report and the summary say which and why);
+* 2: the run could not run: a cluster is unreachable, or something unexpected broke. One line on stderr
+  (naming the cluster, its role and bootstrap servers when one is unreachable), also written to the
+  ``--report`` file so the Airflow operator can show it; ``--debug`` adds the traceback and librdkafka's log.
 """
 
 from __future__ import annotations
@@ -9,14 +19,27 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Sequence
+import traceback
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 
-from ..config import ConfigError, load_config, overrides
-from ..config.model import parse_duration
+from .. import preflight
+from ..config import ConfigError, MirrorConfig, load_config, overrides
+from ..config.model import FlowConfig, Side, parse_duration
 from .executor import LocalExecutor, SparkExecutor, UnitExecutor
 from .run import RunReport, replicate, replicate_continuously
 
 log = logging.getLogger("mirrorflow.replicate")
+
+EXIT_OK, EXIT_PROBLEM, EXIT_CANNOT_RUN = 0, 1, 2
+
+
+class RunError(Exception):
+    """Why a run could not start or finish, as the user should read it, and the exit code."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.message, self.code = message, code
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -26,7 +49,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--duration", default=None, help="keep running micro-batches for this long (e.g. 10m)")
     parser.add_argument("--topics", default=None, help="comma-separated source topics (default: all of the family)")
     parser.add_argument("--report", default=None, help="write the run report as JSON to this path")
+    # SUPPRESS: `mirrorflow --debug replicate` and `mirrorflow replicate --debug` both work (one does not reset
+    # the other); read it with debug_requested().
+    parser.add_argument(
+        "--debug", action="store_true", default=argparse.SUPPRESS, help="on errors, show the traceback and log"
+    )
     return parser
+
+
+def debug_requested(args: argparse.Namespace) -> bool:
+    return bool(getattr(args, "debug", False))
+
+
+def enable_debug_logging() -> None:
+    """DEBUG on stderr (librdkafka's reconnect log included), for ``--debug``."""
+    logging.basicConfig(
+        level=logging.DEBUG, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    logging.getLogger().setLevel(logging.DEBUG)
+    logging.getLogger("py4j").setLevel(logging.INFO)  # one line per Java call otherwise
 
 
 def summary(report: RunReport) -> str:
@@ -50,13 +91,49 @@ def summary(report: RunReport) -> str:
     return "\n".join(lines)
 
 
-def run(args: argparse.Namespace, executor: UnitExecutor) -> int:
+def _first_line(exc: BaseException) -> str:
+    text = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__
+
+
+def flow_of(config: MirrorConfig, name: str, family: str | None = None, *, require_enabled: bool = False) -> FlowConfig:
+    """The flow named ``SOURCE->TARGET`` (and its family, if given), or ``RunError`` (exit 1) naming the problem."""
+    source, arrow, target = name.partition("->")
+    try:
+        if not arrow:
+            raise ValueError(f"--flow must look like SOURCE->TARGET, not '{name}'")
+        flow = config.flow(source, target)
+        if require_enabled and not flow.enabled:
+            raise ValueError(f"flow {name} is not enabled in {config.path}")
+        if family is not None:
+            flow.family(family)
+    except (KeyError, ValueError) as exc:
+        raise RunError(f"error: {_first_line(exc)}", EXIT_PROBLEM) from None
+    return flow
+
+
+def check_flow_clusters(flow: FlowConfig, sides: tuple[Side, ...] = ("source", "target")) -> None:
+    """Both clusters answer within ``mirrorflow.cluster.timeout``, else ``RunError`` (exit 2), one line naming them."""
+    try:
+        preflight.check_clusters(flow, sides=sides)
+    except preflight.ClusterUnreachableError as exc:
+        raise RunError(f"error: {exc}", EXIT_CANNOT_RUN) from None
+
+
+def prepare(args: argparse.Namespace) -> MirrorConfig:
+    """The configuration, with the flow's clusters answering; ``RunError`` otherwise. Nothing started yet."""
     try:
         # Settings from Airflow connections arrive in the environment, never on the command line.
         config = load_config(args.config, overrides=overrides.from_environment())
     except (ConfigError, overrides.OverrideError) as exc:
-        print(exc, file=sys.stderr)
-        return 1
+        raise RunError(str(exc), EXIT_PROBLEM) from None  # every problem, one per line, as `config validate`
+    check_flow_clusters(flow_of(config, args.flow, args.family, require_enabled=True))
+    return config
+
+
+def execute(args: argparse.Namespace, executor: UnitExecutor, config: MirrorConfig) -> int:
+    """Copy, write the report, print the summary; the exit code says whether every partition copied cleanly."""
     only = set(args.topics.split(",")) if args.topics else None
     try:
         if args.duration:
@@ -66,25 +143,83 @@ def run(args: argparse.Namespace, executor: UnitExecutor) -> int:
         else:
             report = replicate(config, args.flow, args.family, executor, only_topics=only)
     except (KeyError, ValueError) as exc:
-        print(f"error: {exc.args[0] if exc.args else exc}", file=sys.stderr)
-        return 1
+        raise RunError(f"error: {_first_line(exc)}", EXIT_PROBLEM) from None
     if args.report:
         report.write_json(args.report)
     print(summary(report))
-    return 0 if report.ok else 1
+    return EXIT_OK if report.ok else EXIT_PROBLEM
+
+
+def fail(args: argparse.Namespace, message: str, code: int) -> int:
+    """Say why on stderr and in the report file (where the Airflow operator reads it); return the exit code."""
+    print(message, file=sys.stderr, flush=True)
+    if getattr(args, "report", None):
+        report = RunReport(args.flow, args.family, "", datetime.now(UTC).isoformat(timespec="seconds"))
+        report.errors.append(message.removeprefix("error: "))
+        try:
+            report.write_json(args.report)
+        except OSError as exc:
+            print(f"error: cannot write the report {args.report}: {exc}", file=sys.stderr)
+    return code
+
+
+def guarded(args: argparse.Namespace, body: Callable[[], int]) -> int:
+    """``body()``'s exit code; a ``RunError`` or any unexpected exception becomes its one line (exit 2)."""
+    try:
+        return body()
+    except RunError as exc:
+        return fail(args, exc.message, exc.code)
+    except Exception as exc:  # noqa: BLE001 - the user gets one line; --debug shows the traceback
+        if debug_requested(args):
+            traceback.print_exc()
+            hint = ""
+        else:
+            hint = " (--debug shows the traceback)"
+        return fail(args, f"error: {type(exc).__name__}: {_first_line(exc)}{hint}", EXIT_CANNOT_RUN)
+
+
+def run(args: argparse.Namespace, executor: UnitExecutor) -> int:
+    """One run in this process (``--in-process``, tests): check, copy, report."""
+    if debug_requested(args):
+        enable_debug_logging()
+    return guarded(args, lambda: execute(args, executor, prepare(args)))
 
 
 def main(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None, *, spark: bool = False) -> int:
     args = add_arguments(parser).parse_args(argv)
     if not spark:
         return run(args, LocalExecutor())
-    from pyspark.sql import SparkSession
+    if debug_requested(args):
+        enable_debug_logging()
 
-    session = SparkSession.builder.appName(f"mirrorflow {args.flow} {args.family or ''}").getOrCreate()
-    try:
-        return run(args, SparkExecutor(session))
-    finally:
-        session.stop()
+    def with_spark() -> int:
+        config = prepare(args)  # before the SparkSession: a dead cluster costs no Spark start-up
+        from pyspark.sql import SparkSession
+
+        session = SparkSession.builder.appName(f"mirrorflow {args.flow} {args.family or ''}").getOrCreate()
+        try:
+            return execute(args, SparkExecutor(session), config)
+        finally:
+            session.stop()
+
+    return guarded(args, with_spark)
 
 
-__all__ = ["add_arguments", "main", "run", "summary"]
+__all__ = [
+    "EXIT_CANNOT_RUN",
+    "EXIT_OK",
+    "EXIT_PROBLEM",
+    "RunError",
+    "add_arguments",
+    "check_flow_clusters",
+    "debug_requested",
+    "enable_debug_logging",
+    "execute",
+    "fail",
+    "flow_of",
+    "guarded",
+    "main",
+    "prepare",
+    "run",
+    "summary",
+]
