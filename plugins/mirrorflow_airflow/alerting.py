@@ -97,17 +97,21 @@ def call_notifier(path: str, message: str, payload: Mapping[str, Any], context: 
     raise TypeError(f"'{path}' is neither a BaseNotifier nor a callable")
 
 
-def notify(flow: FlowConfig, kind: Kind, payload: Mapping[str, Any], context: Mapping[str, Any]) -> list[str]:
+def notify(
+    flow: FlowConfig, kind: Kind, payload: Mapping[str, Any], context: Mapping[str, Any], *, webhook: bool = True
+) -> list[str]:
     """Deliver an alert or recovery on every configured channel; returns the channels that failed.
 
-    Always one log line (WARNING for an alert), then the webhook if ``mirrorflow.alerts.webhook.url`` is set
-    (the URL is registered with the secrets masker first and never logged), then each notifier of
+    Always one log line (WARNING for an alert, a loss or a reset), then the webhook if
+    ``mirrorflow.alerts.webhook.url`` is set and ``webhook`` (a replication run POSTs its own loss and reset
+    events; the URL is registered with the secrets masker first and never logged), then each notifier of
     ``mirrorflow.alerts.notifiers`` in order.
     """
     message = str(payload.get("message") or f"{flow.name}: {kind}")
-    (log.warning if kind == "alert" else log.info)("mirrorflow %s: %s", kind, message)
+    loud = kind in ("alert", "data-loss", "reset")
+    (log.warning if loud else log.info)("mirrorflow %s: %s", kind, message)
     failed: list[str] = []
-    url = flow.get(WEBHOOK_KEY).strip()
+    url = flow.get(WEBHOOK_KEY).strip() if webhook else ""
     if url:
         mask_secret(url)
         try:

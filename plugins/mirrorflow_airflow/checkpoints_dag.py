@@ -12,19 +12,17 @@ path: checkpoints land seconds after each mirror run.
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from airflow.sdk import DAG, AssetAny, AssetOrTimeSchedule, DeltaTriggerTimetable, Param, get_current_context, task
 
-from include.mirrorflow import preflight
 from include.mirrorflow.checkpoints.emit import emit_checkpoints as emit
 from include.mirrorflow.checkpoints.groupsync import sync_group_offsets as sync
 from include.mirrorflow.config import FlowConfig
 from mirrorflow_airflow.hooks import MirrorflowHook
-from mirrorflow_airflow.mirror_dag import DEFAULT_ARGS, START_DATE, configured_flows, mirror_asset
+from mirrorflow_airflow.mirror_dag import DEFAULT_ARGS, START_DATE, checked_clusters, configured_flows, mirror_asset
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +105,7 @@ def build_checkpoints_dag(flow: FlowConfig, config_file: Path) -> DAG:
         @task(task_id="check_clusters")
         def check_clusters() -> list[dict[str, Any]]:
             """Both clusters answer (else fail naming the unreachable one)."""
-            return [asdict(h) for h in preflight.check_clusters(MirrorflowHook(config_file).flow(name))]
+            return checked_clusters(MirrorflowHook(config_file).flow(name))
 
         @task(task_id="emit_checkpoints")
         def emit_checkpoints() -> dict[str, Any]:

@@ -22,11 +22,13 @@ from airflow.sdk import DAG, Asset, Param, get_current_context, task
 from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 
 from include.mirrorflow import clients, preflight, topics
+from include.mirrorflow.alerts import run_event_payloads
 from include.mirrorflow.config import ConfigError, FlowConfig, Schedule, load_config
 from include.mirrorflow.config.describe import render_family_markdown
 from include.mirrorflow.config.location import config_path
 from include.mirrorflow.failover.report import failover_state
 
+from .alerting import notify
 from .hooks import MirrorflowHook
 from .operators import MirrorFamilyOperator
 
@@ -173,9 +175,20 @@ def build_mirror_dag(flow: FlowConfig, family: str, config_file: Path) -> DAG:
                 {k: p[k] for k in ("topic", "partition", "remote_topic", "records", "position", "lag", "status")}
                 for p in report["partitions"]
             ]
-            get_current_context()["outlet_events"][asset].extra = summary
+            context = get_current_context()
+            context["outlet_events"][asset].extra = summary
             log.info("%s", summary)
-            return {**summary, "partitions": partitions, "loss_events": report["loss_events"]}
+            live = MirrorflowHook(config_file).flow(name)
+            for kind, payload in run_event_payloads(report):
+                # The run already POSTed it to the webhook; Airflow's notifiers are reached from here.
+                notify(live, kind, payload, context, webhook=False)
+            return {
+                **summary,
+                "partitions": partitions,
+                "loss_events": report["loss_events"],
+                "reset_events": report.get("reset_events", []),
+                "warnings": report.get("warnings", []),
+            }
 
         check_clusters() >> prepare_target() >> replicate
         publish_report(replicate.output)

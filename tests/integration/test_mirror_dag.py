@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 import pytest
 
 from include.mirrorflow.devcluster import free_port
-from tests.kafka_helpers import create_topic, produce, read_all
+from tests.kafka_helpers import admin, create_topic, produce, read_all
 
 pytestmark = pytest.mark.integration
 
@@ -28,6 +29,14 @@ def write_config(path: Path, clusters: Any, prefix: str, primary: str | None = N
         "offset-syncs.topic.location = target\nsync.topic.acls.enabled = false\n"
     )
     return path
+
+
+def recreate_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    client = admin(bootstrap)
+    client.delete_topics([topic], operation_timeout=30)[topic].result(30)
+    while topic in client.list_topics(timeout=10).topics:
+        time.sleep(0.2)
+    create_topic(bootstrap, topic, partitions=partitions)
 
 
 def test_dag_test_replicates_a_family_end_to_end_with_cluster_settings_from_a_connection(
@@ -68,3 +77,19 @@ def test_dag_test_replicates_a_family_end_to_end_with_cluster_settings_from_a_co
         (topic, 1): 20,
     }
     json.dumps(report)  # plain data: XCom and the asset event carry it
+
+    # The topic is deleted and recreated with fewer records: the next run reports a reset, copies the new
+    # incarnation, and the Airflow notifiers hear of it (the run itself POSTs the webhook).
+    from tests.dags.test_alerting import RECEIVED
+
+    recreate_topic(kafka_clusters.primary, topic, partitions=2)
+    produce(kafka_clusters.primary, topic, [{"value": b"new-%d" % i, "partition": 0} for i in range(3)])
+    with config_file.open("a") as extra:
+        extra.write("mirrorflow.alerts.notifiers = tests.dags.test_alerting.record_payload\n")
+    RECEIVED.clear()
+    again = mirror_dags()["mirror__primary__backup__main"].test()
+    second = again.get_task_instance("publish_report").xcom_pull(task_ids="publish_report")
+    assert second["records"] == 3 and second["ok"] is True
+    assert {(e["partition"], e["side"]) for e in second["reset_events"]} == {(0, "source"), (1, "source")}
+    kinds = sorted(payload["kind"] for how, payload in RECEIVED if how == "callable")
+    assert kinds == ["reset", "reset"]

@@ -60,7 +60,7 @@ def test_a_refused_connection_fails_fast_within_the_default_timeout(
 ) -> None:
     dead = f"127.0.0.1:{free_port()}"
     checked = flow(dead, kafka_clusters.backup)
-    assert cluster_timeout(checked) == 30  # mirrorflow.cluster.timeout's default
+    assert cluster_timeout(checked) == 25  # mirrorflow.cluster.timeout's default
     started = time.monotonic()
     with pytest.raises(ClusterUnreachableError) as info:
         check_clusters(checked)

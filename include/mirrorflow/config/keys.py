@@ -188,7 +188,7 @@ _SPECS = [
     _k(
         "mirrorflow.cluster.timeout",
         "duration",
-        "30s",
+        "25s",  # plus process start-up, an unreachable cluster is reported within 30 s
         "how long a run, a DAG's check_clusters or a CLI command waits for a cluster's metadata before failing "
         "with one line naming it (a cluster that refuses connections or whose name does not resolve fails sooner)",
     ),

@@ -79,14 +79,20 @@ def summary(report: RunReport) -> str:
     ]
     for p in report.partitions:
         if p.records or p.status not in ("up to date", "noop"):
+            retried = f", {p.retries} retried unit(s)" if p.retries else ""
             lines.append(
                 f"  {p.topic}[{p.partition}] -> {p.remote_topic}: {p.records} record(s) "
-                f"{p.first_offset}..{p.last_offset}, next {p.position}, lag {p.lag}, {p.status}"
+                f"{p.first_offset}..{p.last_offset}, next {p.position}, lag {p.lag}, {p.status}{retried}"
             )
     lines += [
         f"  LOSS {e['topic']}[{e['partition']}] {e['first_missing']}..{e['last_missing']}: {e['action']}"
         for e in report.loss_events
     ]
+    lines += [
+        f"  RESET {e['topic']}[{e['partition']}] ({e['side']}): {e['reason']}; {e['action']}"
+        for e in report.reset_events
+    ]
+    lines += [f"  WARNING {w}" for w in report.warnings]
     lines += [f"  ERROR {e}" for e in report.errors]
     return "\n".join(lines)
 
