@@ -86,3 +86,24 @@ def test_kafka_errors_are_worded_by_name_and_classified() -> None:
     assert is_retriable(KafkaError(KafkaError._TRANSPORT))
     assert is_retriable(KafkaError(KafkaError.NOT_COORDINATOR))
     assert not is_retriable(KafkaError(KafkaError.PRODUCER_FENCED))
+
+
+def test_start_up_requests_are_retried_while_kafka_calls_the_failure_transient() -> None:
+    from confluent_kafka import KafkaException
+
+    from include.mirrorflow.replication.run import RunStartError, retrying
+
+    failures = [KafkaError(KafkaError.LEADER_NOT_AVAILABLE), KafkaError(KafkaError._TRANSPORT)]
+
+    def flaky() -> str:
+        if failures:
+            raise KafkaException(failures.pop(0))
+        return "answer"
+
+    assert retrying(flaky, "listing offsets", timeout=10) == "answer"
+
+    def refused() -> str:
+        raise KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED))
+
+    with pytest.raises(RunStartError, match="listing offsets: TOPIC_AUTHORIZATION_FAILED"):
+        retrying(refused, "listing offsets", timeout=10)

@@ -13,18 +13,21 @@ import json
 import logging
 import os
 import time
+from collections.abc import Callable
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from confluent_kafka import IsolationLevel, TopicPartition
+from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
 from .. import clients, topics
 from ..alerts import WEBHOOK_KEY, send_run_events
 from ..config.model import FlowConfig, MirrorConfig, parse_duration
 from ..internal_topics import InternalTopic, ensure_internal_topic
+from .copy import is_retriable, kafka_words
 from .executor import UnitExecutor
 from .incarnation import PartitionNow, fingerprint_offset, fingerprints_now, plan_reset, topic_ids
 from .lock import FamilyLock, LockError
@@ -32,6 +35,7 @@ from .progress import progress_location, progress_topic, read_stored_progress
 from .units import Fault, LossEvent, Reset, ResetEvent, UnitResult, UnitSpec
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 @dataclass
@@ -104,13 +108,43 @@ def _isolation(flow: FlowConfig) -> IsolationLevel:
     return IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
 
 
+def retrying(call: Callable[[], T], what: str, timeout: float) -> T:
+    """``call()``, again while Kafka calls its failure transient (a broker starting, a leader being elected,
+    a coordinator loading), until ``timeout``; then an error naming ``what`` and Kafka's error."""
+    deadline = time.monotonic() + timeout
+    delay = 0.2
+    while True:
+        try:
+            return call()
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else exc
+            if not is_retriable(error) or time.monotonic() + delay >= deadline:
+                raise RunStartError(f"{what}: {kafka_words(error)}") from None
+        except FutureTimeout:
+            if time.monotonic() + delay >= deadline:
+                raise RunStartError(f"{what}: no answer within {timeout:g} s") from None
+        time.sleep(delay)
+        delay = min(delay * 2, 2.0)
+
+
+class RunStartError(RuntimeError):
+    """A request a run needs before it copies failed for good (after retrying transient errors)."""
+
+
 def _offsets(
     admin: Any, partitions: list[TopicPartition], spec: OffsetSpec, isolation: IsolationLevel, timeout: float
 ) -> dict[tuple[str, int], int]:
     if not partitions:
         return {}
-    futures = admin.list_offsets({tp: spec for tp in partitions}, isolation_level=isolation, request_timeout=timeout)
-    return {(tp.topic, tp.partition): f.result(timeout).offset for tp, f in futures.items()}
+
+    def ask() -> dict[tuple[str, int], int]:
+        futures = admin.list_offsets(
+            {tp: spec for tp in partitions}, isolation_level=isolation, request_timeout=timeout
+        )
+        return {(tp.topic, tp.partition): f.result(timeout).offset for tp, f in futures.items()}
+
+    topics_asked = ", ".join(sorted({tp.topic for tp in partitions})[:3]) + (", ..." if len(partitions) > 3 else "")
+    return retrying(ask, f"listing offsets of {topics_asked}", timeout)
 
 
 class _Run:
@@ -185,7 +219,13 @@ class _Run:
         ends = _offsets(self.source_admin, tps, OffsetSpec.latest(), isolation, self.timeout)
         starts = _offsets(self.source_admin, tps, OffsetSpec.earliest(), isolation, self.timeout)
         target_consumer = clients.client_properties(flow, "target", "consumer")
-        stored = read_stored_progress(target_consumer, progress_topic(flow.source), flow.source, timeout=self.timeout)
+        stored = retrying(
+            lambda: read_stored_progress(
+                target_consumer, progress_topic(flow.source), flow.source, timeout=self.timeout
+            ),
+            f"reading progress from {progress_topic(flow.source)} on {flow.target}",
+            self.timeout,
+        )
         latest = flow.client_config("source", "consumer").get("auto.offset.reset") == "latest"
         remote = {p.source_topic: p.remote_topic for p in plans}
         self._check_incarnations(report, plans, tps, stored, starts)
@@ -217,13 +257,13 @@ class _Run:
             wave += 1
             units = [self._unit(common, by_tp[k], ends[k], progress_partitions) for k in sorted(pending)]
             log.info("%s family %s: wave %d, %d work unit(s)", flow.name, self.family, wave, len(units))
-            retrying = 0
+            to_retry = 0
             for result in self.executor.run(units):
                 key = (result.topic, result.partition)
                 if result.reset_applied and result.status in ("copied", "noop"):
                     self.resets.pop(key, None)
                 if self._retry(by_tp[key], result, retry_until.setdefault(key, time.monotonic() + self.timeout)):
-                    retrying += 1
+                    to_retry += 1
                     continue
                 self._record(report, by_tp[key], result)
                 done = result.position is None or result.position >= ends[key]
@@ -237,7 +277,7 @@ class _Run:
                 copied,
                 len(pending),
             )
-            if retrying:
+            if to_retry:
                 time.sleep(min(10.0, 0.5 * 2 ** min(wave, 5)))  # let a restarting broker come back
         latest_ends = _offsets(self.source_admin, tps, OffsetSpec.latest(), isolation, self.timeout)
         for key, part in by_tp.items():
