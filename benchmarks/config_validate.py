@@ -119,6 +119,11 @@ def measure(path: Path, repeat: int, timeout: float) -> list[float] | None:
     return times
 
 
+#: The baseline issue 10 measured before the fix (same generator shape), and its target for every size.
+BEFORE_S = {100: "11 s", 200: "35 s"}
+TARGET = "about 1 s"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="*", default=[100, 200, 1000], help="cluster counts")
@@ -127,20 +132,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds before a run is given up")
     parser.add_argument("--profile", action="store_true", help="cProfile (in this process) the largest file once")
     args = parser.parse_args(argv)
-    cases = [(f"{n} clusters, {n} enabled flows", clusters_file(n)) for n in args.sizes]
+    cases = [(f"{n} clusters, {n} enabled flows", clusters_file(n), BEFORE_S.get(n, "-")) for n in args.sizes]
     if args.keys:
-        cases.append((f"{args.keys:,} keys, 10 clusters, 90 flows", keys_file(args.keys)))
+        cases.append((f"{args.keys:,} keys, 10 clusters, 90 flows", keys_file(args.keys), "-"))
     rows = []
     with tempfile.TemporaryDirectory(prefix="mirrorflow-config-bench-") as tmp:
         path = Path(tmp) / "mm2.properties"
-        for label, text in cases:
+        for label, text, before in cases:
             path.write_text(text)
             times = measure(path, args.repeat, args.timeout)
             lines = f"{text.count(chr(10)):,}"
             if times is None:
-                rows.append((label, lines, f"> {args.timeout:.0f} s", "(given up)"))
+                rows.append((label, lines, f"> {args.timeout:.0f} s", "(given up)", before, TARGET))
             else:
-                rows.append((label, lines, f"{statistics.median(times):.3f} s", f"{max(times):.3f} s"))
+                median, worst = f"{statistics.median(times):.3f} s", f"{max(times):.3f} s"
+                rows.append((label, lines, median, worst, before, TARGET))
             print(f"{label}: {lines} lines, median {rows[-1][2]}", flush=True)
         if args.profile and cases:
             path.write_text(max(cases, key=lambda c: len(c[1]))[1])
@@ -149,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
             out = io.StringIO()
             pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(25)
             print(out.getvalue())
-    header = ("file", "lines", "median", "max")
+    header = ("file", "lines", "median", "max", "before (issue 10)", "target")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     for row in [header, tuple("-" * w for w in widths), *rows]:
         print("| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |")
