@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -155,10 +156,17 @@ def _mirror_dag(config: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     return dag
 
 
-def assert_task_failed_with(output: str, expected: str, how: str) -> None:
-    """The task log: the line alone at ERROR, then the failure whose message is that line (no chained traceback)."""
+def assert_task_failed_with(output: str, expected: str, how: str, records: list[logging.LogRecord]) -> None:
+    """The task log: the line alone at ERROR, then the failure whose message is that line (no chained traceback).
+
+    The ERROR line is looked for in the task's output (the operator's own task logger) and in the stdlib log
+    records: after an earlier dag.test() in the same session, the root handlers Airflow installed still
+    write to that test's captured stream (a real task is a fresh process).
+    """
     message = expected.removeprefix("error: ")
-    logged = [line for line in output.splitlines() if "[error    ] " + message in line]
+    logged = [line for line in output.splitlines() if "[error    ] " + message in line] + [
+        r for r in records if r.levelno == logging.ERROR and r.getMessage().startswith(message)
+    ]
     assert logged, output[-5000:]
     failure = [line for line in output.splitlines() if line.startswith("airflow.sdk.exceptions.AirflowException: ")]
     assert len(failure) == 1, output[-5000:]
@@ -174,6 +182,7 @@ def test_mirror_dag_check_clusters_fails_with_the_line(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capfd: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
     side: str,
     how: str,
 ) -> None:
@@ -188,7 +197,7 @@ def test_mirror_dag_check_clusters_fails_with_the_line(
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert states["check_clusters"] == "failed"
     assert {states[t] for t in ("prepare_target", "replicate", "publish_report")} == {"upstream_failed"}
-    assert_task_failed_with(output, expected, how)
+    assert_task_failed_with(output, expected, how, caplog.records)
     assert seconds < LIMIT_S
 
 
@@ -198,6 +207,7 @@ def test_mirror_dag_replicate_task_fails_with_the_spark_apps_line(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capfd: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """The Spark app's own line becomes the replicate task's failure, not "Cannot execute: spark-submit ..."."""
     config, expected, _dead = config_with_dead(tmp_path, kafka_clusters, "source", "unresolvable")
@@ -211,7 +221,7 @@ def test_mirror_dag_replicate_task_fails_with_the_spark_apps_line(
     print(f"dag.test() replicate (spark-submit), source unresolvable: {seconds:.1f} s")
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert (states["replicate"], states["publish_report"]) == ("failed", "upstream_failed")
-    assert_task_failed_with(output, expected, "unresolvable")
+    assert_task_failed_with(output, expected, "unresolvable", caplog.records)
     assert "Cannot execute" not in output
     assert seconds < LIMIT_S
 
