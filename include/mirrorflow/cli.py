@@ -17,6 +17,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -208,6 +209,7 @@ def spark_submit_command(args: argparse.Namespace) -> tuple[list[str], dict[str,
 def _replicate(args: argparse.Namespace) -> int:
     from .replication.entry import prepare, run
     from .replication.executor import LocalExecutor
+    from .replication.spark_env import SUBMITTED_AT_ENV
 
     if args.in_process:
         return run(args, LocalExecutor())
@@ -217,7 +219,7 @@ def _replicate(args: argparse.Namespace) -> int:
         # a JVM start (the Spark app checks again, in case its driver runs elsewhere).
         prepare(args)
         cmd, env = spark_submit_command(args)
-        return subprocess.call(cmd, env=env)
+        return subprocess.call(cmd, env={**env, SUBMITTED_AT_ENV: repr(time.time())})
 
     return guarded(args, submit)
 

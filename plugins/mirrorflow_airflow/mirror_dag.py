@@ -188,6 +188,7 @@ def build_mirror_dag(flow: FlowConfig, family: str, config_file: Path) -> DAG:
                 "loss_events": report["loss_events"],
                 "reset_events": report.get("reset_events", []),
                 "warnings": report.get("warnings", []),
+                "phases": report.get("phases", {}),
             }
 
         check_clusters() >> prepare_target() >> replicate

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from airflow.sdk.exceptions import AirflowException
 
 from include.mirrorflow.config.location import REPO_ROOT
 from include.mirrorflow.config.model import parse_duration
-from include.mirrorflow.replication.spark_env import spark_environment
+from include.mirrorflow.replication.spark_env import SUBMITTED_AT_ENV, spark_environment
 
 from .hooks import MirrorflowHook
 
@@ -81,6 +82,7 @@ class MirrorFamilyOperator(SparkSubmitOperator):
                 **(self.env_vars or {}),
                 **spark_environment(os.environ, keep_choices=True),
                 **hook.spark_environment(),
+                SUBMITTED_AT_ENV: repr(time.time()),  # the app reports spark-submit's own cost as "submit"
             }
             self._hook = None  # a retry builds a new hook with these arguments
             try:
@@ -118,5 +120,7 @@ class MirrorFamilyOperator(SparkSubmitOperator):
             report["lag"],
             len(report["partitions"]),
         )
+        if report.get("phases"):
+            self.log.info("phases: %s", ", ".join(f"{k} {v:.3g} s" for k, v in report["phases"].items()))
         for error in report.get("errors", []):
             self.log.error("%s", error)

@@ -77,6 +77,7 @@ def test_dag_test_replicates_a_family_end_to_end_with_cluster_settings_from_a_co
         (topic, 1): 20,
     }
     json.dumps(report)  # plain data: XCom and the asset event carry it
+    assert {"submit", "engine", "lock", "copy", "shutdown"} <= set(report["phases"])  # where the time went
 
     # The topic is deleted and recreated with fewer records: the next run reports a reset, copies the new
     # incarnation, and the Airflow notifiers hear of it (the run itself POSTs the webhook).

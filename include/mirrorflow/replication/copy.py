@@ -386,6 +386,7 @@ class _UnitCopy:
         """
         spec, producer = self.spec, self.producer
         assert producer is not None
+        started = time.monotonic()
         producer.flush(spec.timeout_s)
         if self.errors or len(self.pairs) != self.sent:
             self._raise_delivery_failure()
@@ -423,6 +424,7 @@ class _UnitCopy:
             _produce_syncs(self.syncs_producer, spec.syncs_topic, syncs)
             self.syncs_producer.flush(spec.timeout_s)
         self._committed(position, runs, len(syncs) if spec.emit_syncs else 0)
+        self.result.commit_seconds = round(self.result.commit_seconds + time.monotonic() - started, 3)
 
     def _committed(self, position: int, runs: list[Run], syncs: int) -> None:
         result = self.result

@@ -18,18 +18,25 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
+import time
 import traceback
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from typing import TypeVar
+
+import psutil
 
 from .. import preflight
 from ..config import ConfigError, MirrorConfig, load_config, overrides
 from ..config.model import FlowConfig, Side, parse_duration
 from .executor import LocalExecutor, SparkExecutor, UnitExecutor
-from .run import RunReport, replicate, replicate_continuously
+from .run import PHASES, RunReport, replicate, replicate_continuously
+from .spark_env import SUBMITTED_AT_ENV
 
 log = logging.getLogger("mirrorflow.replicate")
+T = TypeVar("T")
 
 EXIT_OK, EXIT_PROBLEM, EXIT_CANNOT_RUN = 0, 1, 2
 
@@ -94,6 +101,8 @@ def summary(report: RunReport) -> str:
     ]
     lines += [f"  WARNING {w}" for w in report.warnings]
     lines += [f"  ERROR {e}" for e in report.errors]
+    if report.phases:
+        lines.append(f"  phases: {report.phases_line()}")
     return "\n".join(lines)
 
 
@@ -138,22 +147,44 @@ def prepare(args: argparse.Namespace) -> MirrorConfig:
     return config
 
 
-def execute(args: argparse.Namespace, executor: UnitExecutor, config: MirrorConfig) -> int:
-    """Copy, write the report, print the summary; the exit code says whether every partition copied cleanly."""
+def copy(args: argparse.Namespace, executor: UnitExecutor, config: MirrorConfig) -> RunReport:
+    """The run (or the micro-batches of ``--duration``) and its report."""
     only = set(args.topics.split(",")) if args.topics else None
     try:
         if args.duration:
-            report = replicate_continuously(
+            return replicate_continuously(
                 config, args.flow, args.family, executor, parse_duration(args.duration), only_topics=only
             )
-        else:
-            report = replicate(config, args.flow, args.family, executor, only_topics=only)
+        return replicate(config, args.flow, args.family, executor, only_topics=only)
     except (KeyError, ValueError) as exc:
         raise RunError(f"error: {_first_line(exc)}", EXIT_PROBLEM) from None
+
+
+def publish(args: argparse.Namespace, report: RunReport, before: dict[str, float], after: dict[str, float]) -> int:
+    """Add the phases around the run, write the report, print the summary; exit code 0 when all copied cleanly."""
+    merged = {**before, **report.phases, **after}
+    order = {name: i for i, name in enumerate(PHASES)}
+    report.phases = dict(sorted(merged.items(), key=lambda item: order.get(item[0], len(order))))
     if args.report:
         report.write_json(args.report)
     print(summary(report))
     return EXIT_OK if report.ok else EXIT_PROBLEM
+
+
+def submitted_seconds() -> float:
+    """From whoever launched this run (``MIRRORFLOW_SUBMITTED_AT``, set by the CLI and the Airflow operator
+    before spark-submit) or else from this process's start, to now: the launch cost a run pays every tick."""
+    try:
+        started = float(os.environ.get(SUBMITTED_AT_ENV, ""))
+    except ValueError:
+        started = psutil.Process().create_time()
+    return round(max(0.0, time.time() - started), 3)
+
+
+def _timed(call: Callable[[], T]) -> tuple[T, float]:
+    started = time.monotonic()
+    value = call()
+    return value, round(time.monotonic() - started, 3)
 
 
 def fail(args: argparse.Namespace, message: str, code: int) -> int:
@@ -188,7 +219,13 @@ def run(args: argparse.Namespace, executor: UnitExecutor) -> int:
     """One run in this process (``--in-process``, tests): check, copy, report."""
     if debug_requested(args):
         enable_debug_logging()
-    return guarded(args, lambda: execute(args, executor, prepare(args)))
+
+    def in_process() -> int:
+        submit = submitted_seconds()
+        config, preflight_s = _timed(lambda: prepare(args))
+        return publish(args, copy(args, executor, config), {"submit": submit, "preflight": preflight_s}, {})
+
+    return guarded(args, in_process)
 
 
 def main(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None, *, spark: bool = False) -> int:
@@ -199,14 +236,18 @@ def main(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None, *, 
         enable_debug_logging()
 
     def with_spark() -> int:
-        config = prepare(args)  # before the SparkSession: a dead cluster costs no Spark start-up
+        submit = submitted_seconds()
+        config, preflight_s = _timed(lambda: prepare(args))  # before Spark: a dead cluster costs no Spark start-up
         from pyspark.sql import SparkSession
 
-        session = SparkSession.builder.appName(f"mirrorflow {args.flow} {args.family or ''}").getOrCreate()
+        builder = SparkSession.builder.appName(f"mirrorflow {args.flow} {args.family or ''}")
+        session, engine_s = _timed(builder.getOrCreate)
         try:
-            return execute(args, SparkExecutor(session), config)
+            report = copy(args, SparkExecutor(session), config)
         finally:
-            session.stop()
+            _, shutdown_s = _timed(session.stop)
+        before = {"submit": submit, "preflight": preflight_s, "engine": engine_s}
+        return publish(args, report, before, {"shutdown": shutdown_s})
 
     return guarded(args, with_spark)
 
@@ -218,14 +259,15 @@ __all__ = [
     "RunError",
     "add_arguments",
     "check_flow_clusters",
+    "copy",
     "debug_requested",
     "enable_debug_logging",
-    "execute",
     "fail",
     "flow_of",
     "guarded",
     "main",
     "prepare",
+    "publish",
     "run",
     "summary",
 ]

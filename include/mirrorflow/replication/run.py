@@ -13,7 +13,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -73,6 +73,16 @@ class RunReport:
     reset_events: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # worth fixing, not failing the run (internal topics)
+    # Seconds per phase, in order (see PHASES): where a run's time goes, in every report and log.
+    phases: dict[str, float] = field(default_factory=dict)
+
+    def add_phase(self, name: str, seconds: float) -> None:
+        self.phases[name] = round(self.phases.get(name, 0.0) + seconds, 3)
+
+    def phases_line(self) -> str:
+        """``submit 9.1 s, engine 5.2 s, lock 0.01 s, ...`` in the order a run goes through them."""
+        ordered = [p for p in PHASES if p in self.phases] + [p for p in self.phases if p not in PHASES]
+        return ", ".join(f"{p} {self.phases[p]:.3g} s" for p in ordered)
 
     @property
     def ok(self) -> bool:
@@ -125,6 +135,24 @@ def retrying(call: Callable[[], T], what: str, timeout: float) -> T:
                 raise RunStartError(f"{what}: no answer within {timeout:g} s") from None
         time.sleep(delay)
         delay = min(delay * 2, 2.0)
+
+
+PHASES = ("submit", "preflight", "engine", "lock", "prepare", "plan", "copy", "commit", "finish", "release", "shutdown")
+"""A run's phases: submit (launcher to the app's first line: spark-submit's JVM, Python), preflight (config and
+clusters), engine (Spark session start), lock, prepare (discovery, target preparation, internal topics), plan
+(offsets, stored progress, incarnation checks), copy (the waves of units, wall clock), commit (within copy: the
+units' progress writes and transaction commits, summed over units), finish (final lag, alerts), release (the lock),
+shutdown (Spark session stop)."""
+
+
+@contextlib.contextmanager
+def phase(report: RunReport, name: str) -> Iterator[None]:
+    """Add the time spent in the block to ``report.phases[name]``."""
+    started = time.monotonic()
+    try:
+        yield
+    finally:
+        report.add_phase(name, time.monotonic() - started)
 
 
 class RunStartError(RuntimeError):
@@ -205,15 +233,39 @@ class _Run:
 
     def execute(self, report: RunReport, lock: FamilyLock) -> None:
         flow = self.flow
-        plans, prepared = topics.prepare_family(
-            flow, self.family, self.source_admin, self.target_admin, self.only_topics, self.timeout
-        )
-        report.preparation = prepared.to_dict()
-        for topic, error in prepared.errors.items():
-            report.errors.append(f"{topic}: {error}")
-        if not plans:
-            return
-        progress_partitions, syncs_topic, syncs_on_target = self.internal_topics(report)
+        with phase(report, "prepare"):
+            plans, prepared = topics.prepare_family(
+                flow, self.family, self.source_admin, self.target_admin, self.only_topics, self.timeout
+            )
+            report.preparation = prepared.to_dict()
+            for topic, error in prepared.errors.items():
+                report.errors.append(f"{topic}: {error}")
+            if not plans:
+                return
+            progress_partitions, syncs_topic, syncs_on_target = self.internal_topics(report)
+        with phase(report, "plan"):
+            by_tp, common, pending, ends, tps, isolation = self._plan(report, plans, syncs_topic, syncs_on_target)
+        with phase(report, "copy"):
+            self._copy(report, lock, by_tp, common, pending, ends, progress_partitions)
+        with phase(report, "finish"):
+            latest_ends = _offsets(self.source_admin, tps, OffsetSpec.latest(), isolation, self.timeout)
+            for key, part in by_tp.items():
+                part.lag = max(0, latest_ends[key] - part.position)
+                if part.status == "planned":
+                    part.status = "up to date"
+
+    def _plan(
+        self, report: RunReport, plans: list[topics.TopicPlan], syncs_topic: str, syncs_on_target: bool
+    ) -> tuple[
+        dict[tuple[str, int], PartitionReport],
+        dict[str, Any],
+        set[tuple[str, int]],
+        dict[tuple[str, int], int],
+        list[TopicPartition],
+        IsolationLevel,
+    ]:
+        """Where each partition starts and ends, and which ones have anything to do."""
+        flow = self.flow
         tps = [TopicPartition(p.source_topic, i) for p in plans for i in range(p.partitions)]
         isolation = _isolation(flow)
         ends = _offsets(self.source_admin, tps, OffsetSpec.latest(), isolation, self.timeout)
@@ -248,6 +300,20 @@ class _Run:
             for k, p in by_tp.items()
             if p.status != "stopped" and (p.start < p.end or p.start < starts[k] or k in self.resets)
         }
+        return by_tp, common, pending, ends, tps, isolation
+
+    def _copy(
+        self,
+        report: RunReport,
+        lock: FamilyLock,
+        by_tp: dict[tuple[str, int], PartitionReport],
+        common: dict[str, Any],
+        pending: set[tuple[str, int]],
+        ends: dict[tuple[str, int], int],
+        progress_partitions: int,
+    ) -> None:
+        """Waves of units until every pending partition is done, failed, or out of retries."""
+        flow = self.flow
         retry_until: dict[tuple[str, int], float] = {}
         wave = 0
         while pending:
@@ -260,6 +326,7 @@ class _Run:
             to_retry = 0
             for result in self.executor.run(units):
                 key = (result.topic, result.partition)
+                report.add_phase("commit", result.commit_seconds)
                 if result.reset_applied and result.status in ("copied", "noop"):
                     self.resets.pop(key, None)
                 if self._retry(by_tp[key], result, retry_until.setdefault(key, time.monotonic() + self.timeout)):
@@ -279,11 +346,6 @@ class _Run:
             )
             if to_retry:
                 time.sleep(min(10.0, 0.5 * 2 ** min(wave, 5)))  # let a restarting broker come back
-        latest_ends = _offsets(self.source_admin, tps, OffsetSpec.latest(), isolation, self.timeout)
-        for key, part in by_tp.items():
-            part.lag = max(0, latest_ends[key] - part.position)
-            if part.status == "planned":
-                part.status = "up to date"
 
     def _check_incarnations(
         self,
@@ -490,16 +552,22 @@ def replicate(
     report = RunReport(flow.name, family, flow.delivery, datetime.now(UTC).isoformat(timespec="seconds"))
     started = time.monotonic()
     run = _Run(config, flow, family, executor, only_topics, timeout)
+    held_here = contextlib.ExitStack()  # the lock this call claims (none when the caller holds one)
     try:
-        with contextlib.nullcontext(lock) if lock is not None else family_lock(flow, family, timeout) as held:
-            run.execute(report, held)
+        with phase(report, "lock"):
+            held = lock if lock is not None else held_here.enter_context(family_lock(flow, family, timeout))
+        run.execute(report, held)
     except LockError as exc:
         report.errors.append(str(exc))
+    finally:
+        with phase(report, "release"):
+            held_here.close()
+    with phase(report, "finish"):
+        if report.loss_events or report.reset_events:
+            # The run that finds a loss or reset alerts on it, whoever started the run (CLI, Spark app, DAG).
+            send_run_events(flow.get(WEBHOOK_KEY), report.to_dict(), log)  # a failed POST is logged, never fatal
     report.batches = 1
     report.seconds = round(time.monotonic() - started, 3)
-    if report.loss_events or report.reset_events:
-        # The run that finds a loss or reset alerts on it, whoever started the run (CLI, Spark app, DAG).
-        send_run_events(flow.get(WEBHOOK_KEY), report.to_dict(), log)  # a failed POST is logged, never fatal
     return report
 
 
@@ -565,6 +633,8 @@ def _merge(total: RunReport, batch: RunReport) -> RunReport:
     total.loss_events += batch.loss_events
     total.reset_events += batch.reset_events
     total.warnings += [w for w in batch.warnings if w not in total.warnings]
+    for name, seconds in batch.phases.items():
+        total.add_phase(name, seconds)
     total.errors += batch.errors
     total.batches += 1
     total.seconds = round(total.seconds + batch.seconds, 3)

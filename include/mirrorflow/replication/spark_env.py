@@ -14,6 +14,10 @@ from pathlib import Path
 
 from ..config.location import REPO_ROOT
 
+SUBMITTED_AT_ENV = "MIRRORFLOW_SUBMITTED_AT"
+"""Epoch seconds at which the launcher (the CLI, the Airflow operator) started spark-submit: the app reports
+the time from there to its first line as the run's ``submit`` phase."""
+
 
 def prepend_path(entry: str, current: str | None) -> str:
     """``entry`` first in a PATH-like list, without a second copy of it further down."""

@@ -149,6 +149,7 @@ class UnitResult:
     reset_applied: bool = False  # the unit started over at spec.reset.start
     error: str | None = None
     retriable: bool = False
+    commit_seconds: float = 0.0  # time spent storing progress and committing (flush, commit_transaction)
     seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
