@@ -195,7 +195,6 @@ class _UnitCopy:
         self.exactly_once = spec.delivery == "exactly-once"
         self.result = UnitResult(spec.topic, spec.partition, "copied")
         self.producer: Producer | None = None
-        self.syncs_producer: Producer | None = None
         self.pairs: list[tuple[int, int]] = []  # (upstream, downstream) acknowledged since the last checkpoint
         self.errors: list[tuple[int, KafkaError, int]] = []  # (upstream, error, bytes)
         self.sent = 0  # records sent since the last checkpoint
@@ -419,10 +418,13 @@ class _UnitCopy:
                 self._raise_delivery_failure()
         if spec.emit_syncs and not spec.syncs_on_target:
             # Like MM2: syncs on the source cluster are written after the commit; a lost sync only costs precision.
-            if self.syncs_producer is None:
-                self.syncs_producer = Producer({**spec.syncs_producer, "enable.idempotence": True, "acks": "all"})
-            _produce_syncs(self.syncs_producer, spec.syncs_topic, syncs)
-            self.syncs_producer.flush(spec.timeout_s)
+            try:
+                syncs_producer = _syncs_producer(spec.syncs_producer)
+                _produce_syncs(syncs_producer, spec.syncs_topic, syncs)
+                syncs_producer.flush(spec.timeout_s)
+            except (KafkaException, BufferError):
+                _SYNCS_PRODUCERS.clear()  # a fresh producer next time; these syncs are lost, the copy is not
+                syncs = []
         self._committed(position, runs, len(syncs) if spec.emit_syncs else 0)
         self.result.commit_seconds = round(self.result.commit_seconds + time.monotonic() - started, 3)
 
@@ -464,6 +466,23 @@ class _UnitCopy:
             f"{where}: the target refused the copy of source offset {upstream}: {reason}{more}",
             retriable=is_retriable(error),
         )
+
+
+_SYNCS_PRODUCERS: dict[str, Producer] = {}
+
+
+def _syncs_producer(config: dict[str, Any]) -> Producer:
+    """One idempotent producer of offset syncs per configuration and process, kept across units.
+
+    A new producer costs a connection and a producer id (about 0.25 s per unit on the embedded broker, half a
+    small unit's time); Spark reuses its Python workers, so later units of a run (and later runs) skip that.
+    Not for records: those go through the unit's own (transactional) producer.
+    """
+    key = repr(sorted(config.items()))
+    producer = _SYNCS_PRODUCERS.get(key)
+    if producer is None:
+        producer = _SYNCS_PRODUCERS[key] = Producer({**config, "enable.idempotence": True, "acks": "all"})
+    return producer
 
 
 def _produce_syncs(producer: Producer, topic: str, syncs: list[OffsetSync]) -> None:
