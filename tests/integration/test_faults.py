@@ -28,6 +28,7 @@ from confluent_kafka import Consumer, TopicPartition
 from include.mirrorflow.checkpoints.translate import OffsetTranslator
 from include.mirrorflow.config import MirrorConfig, parse_config
 from include.mirrorflow.devcluster import ClusterSpec, DevClusters
+from include.mirrorflow.processes import PidRecord
 from include.mirrorflow.replication.copy import CHECKPOINT_EVERY_RECORDS
 from include.mirrorflow.replication.executor import LocalExecutor
 from include.mirrorflow.replication.run import replicate
@@ -299,18 +300,30 @@ def test_deleted_remote_topic_is_copied_again(pair: Pair) -> None:
 # ------------------------------------------------------------------------------------ target broker restart
 
 
+def frozen(manager: DevClusters, seconds: float) -> None:
+    """Stop a broker's whole process group (SIGSTOP) for ``seconds``, then let it go on (SIGCONT).
+
+    For the client this is a broker that stopped answering: requests time out, connections hang, then it is
+    back. Not a restart: the embedded broker loses acknowledged writes and transaction state across a
+    restart (seen here: a partition missing 10,000 acknowledged records, and a read_committed view pinned by
+    a lost transaction), which Apache Kafka does not, so a restart would test the test broker, not mirrorflow.
+    """
+    record = PidRecord.load(manager.pid_file(manager.specs[0]))
+    assert record is not None, "the target broker's PID record is missing"
+    os.killpg(record.pgid, signal.SIGSTOP)
+    try:
+        time.sleep(seconds)
+    finally:
+        os.killpg(record.pgid, signal.SIGCONT)
+
+
 def test_target_broker_stopped_for_five_seconds_mid_copy(pair: Pair) -> None:
-    """At-least-once: the embedded broker does not keep transaction state across a restart (a transaction
-    open when it stopped can pin the read_committed view of a partition for good, which Apache Kafka's
-    coordinator would abort), so exactly-once across a broker restart is not something it can show."""
-    prefix = unique_topic_name("restart-tgt")
+    prefix = unique_topic_name("stop-tgt")
     topic = create_topic(pair.primary, prefix, partitions=2)
     per_partition = 50_000
     load(pair, topic, per_partition)
-    # Its own flow (aliases): its lock and progress never meet the other tests', whatever the restart leaves.
-    config = make_config(
-        pair, prefix, "mirrorflow.unit.max.records = 10000\nmirrorflow.delivery = at-least-once\n", "src", "dst"
-    )
+    # Its own flow (aliases): its lock and progress never meet the other tests'.
+    config = make_config(pair, prefix, "mirrorflow.unit.max.records = 10000\n", "src", "dst")
     remote = f"src.{topic}"
     reports: list[Any] = []
     run = threading.Thread(
@@ -322,21 +335,16 @@ def test_target_broker_stopped_for_five_seconds_mid_copy(pair: Pair) -> None:
     while watermarks() < per_partition // 2 and time.monotonic() < deadline:
         time.sleep(0.05)
     watermarks.close()
-    pair.target.down(timeout=60)
-    time.sleep(5)
-    pair.target.up(timeout=60)
+    frozen(pair.target, 5)
     run.join(300)
     (first,) = reports
     if not first.ok:  # allowed, if it says what happened in Kafka's words
         assert all(re.search(r"\[\d+\]|[A-Z_]{6,}", e) for e in first.errors), first.errors
         again = replicate(config, "src->dst", None, LocalExecutor(), timeout=90)
         assert again.ok, again.errors
-    source = values(pair.primary, topic)
-    target = values(pair.backup, remote, isolation="read_uncommitted")
-    for partition, expected in source.items():
-        copied = target[partition]
-        assert sorted(set(copied), key=copied.index) == expected  # no gap, order kept
-        assert len(copied) - len(expected) <= CHECKPOINT_EVERY_RECORDS  # duplicates within the bound
+    assert values(pair.backup, remote) == values(pair.primary, topic)  # exactly-once: no duplicate, no gap
+    if first.ok:
+        assert first.records == 2 * per_partition  # the report counts what was committed, once
     print(json.dumps({"retries": sum(p.retries for p in first.partitions), "ok": first.ok}))
 
 
