@@ -475,7 +475,8 @@ def _syncs_producer(config: dict[str, Any]) -> Producer:
     """One idempotent producer of offset syncs per configuration and process, kept across units.
 
     A new producer costs a connection and a producer id (about 0.25 s per unit on the embedded broker, half a
-    small unit's time); Spark reuses its Python workers, so later units of a run (and later runs) skip that.
+    small unit's time); Spark reuses its Python workers, so later units of a run skip that (the app, and with it
+    its workers, ends with the run). In-process runs close them after each wave (``close_shared_producers``).
     Not for records: those go through the unit's own (transactional) producer.
     """
     key = repr(sorted(config.items()))
@@ -483,6 +484,14 @@ def _syncs_producer(config: dict[str, Any]) -> Producer:
     if producer is None:
         producer = _SYNCS_PRODUCERS[key] = Producer({**config, "enable.idempotence": True, "acks": "all"})
     return producer
+
+
+def close_shared_producers(timeout: float = 10.0) -> None:
+    """Flush and drop the producers kept across units, so a long-lived process (tests, an in-process run
+    inside an Airflow worker) does not keep connections to clusters it no longer uses."""
+    for producer in _SYNCS_PRODUCERS.values():
+        producer.flush(timeout)
+    _SYNCS_PRODUCERS.clear()
 
 
 def _produce_syncs(producer: Producer, topic: str, syncs: list[OffsetSync]) -> None:

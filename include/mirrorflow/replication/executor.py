@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from .copy import copy_unit
+from .copy import close_shared_producers, copy_unit
 from .units import UnitResult, UnitSpec
 
 
@@ -22,7 +22,10 @@ class LocalExecutor:
     """Run units one after the other in this process."""
 
     def run(self, units: Sequence[UnitSpec]) -> list[UnitResult]:
-        return [copy_unit(unit) for unit in units]
+        try:
+            return [copy_unit(unit) for unit in units]
+        finally:
+            close_shared_producers()  # this process may live on (tests, Airflow workers): no idle connections
 
 
 class SparkExecutor:
