@@ -1,0 +1,778 @@
+"""Benchmark: replication speed, mirrorflow's paths side by side with the plain loop a user would write.
+
+Why this exists (issue 11, item 1): on Apache Kafka, ``mirrorflow replicate`` cost ~21 s before it copied
+anything (a plain consume-and-produce loop ~1 s), and its steady rate was 0.80x that loop's. Every change
+meant to fix that has to be measured the same way, so this script measures, in one run and side by side:
+
+* mirrorflow exactly-once and at-least-once through the path the DAGs use: ``mirrorflow replicate`` without
+  ``--in-process``, which runs ``spark-submit spark_apps/mirror_family.py`` (the mirror DAG's app), with
+  ``--family default --report R``;
+* the same two through ``mirrorflow replicate --in-process`` (no Spark);
+* the baseline: one single-process confluent-kafka loop (one Consumer, read_committed, all partitions
+  assigned; one idempotent Producer, acks=all; positions kept as group commits), run by this script.
+
+Every variant is a subprocess timed by its wall clock (so Python, JVM and Spark start-up count, as they do
+for an Airflow task), and the mirrorflow runs also give their own ``seconds`` from the run report, which
+starts after the configuration is loaded and the clusters answered. Per variant:
+
+* **fixed cost**: a run over a tiny load (steady state: the target topics and progress exist) and a run with
+  nothing new, each ``--repeats`` times; also the very first run (it creates the internal topics);
+* **a run copying 10,000 records** (one of the issue's targets);
+* **marginal rate** from two load sizes N1 = N/4 and N2 = N (separate topics, each copied by its own run):
+  (N2 - N1) / (t2 - t1), so start-up is not mixed into the rate;
+* the ratios to the baseline, and the issue's targets (met or not) next to the figures.
+
+Each mirrorflow variant has its own source alias (``dageo``, ``dagalo``, ``ipeo``, ``ipalo``), all pointing at
+the same source cluster: the alias names the remote topics (``dageo.bench...``) and the progress topic
+(``mm2-offsets.dageo.internal``), so every variant copies into fresh topics with fresh progress. Runs are
+sequential, so the run locks never meet.
+
+On noida-db, a fetch returns a partition's whole backlog; when that is above the copier's 200 MiB receive limit
+(the default load is), the script raises the limit in the benchmark's configuration and says so (embedded only).
+
+It is a benchmark, not a test: it never asserts timings. By default it starts two embedded noida-db clusters
+(temp state dir, free ports) and always stops them; with ``--source-bootstrap``/``--target-bootstrap`` it
+runs against any two (PLAINTEXT) clusters, e.g. Apache Kafka, using topic names unique to the run, and
+deletes the topics it created when it ends (``--keep-topics`` keeps them; the small internal topics stay).
+
+    .venv/bin/python benchmarks/replication_throughput.py                 # 1,000,000 x 1 KB in 4 partitions
+    .venv/bin/python benchmarks/replication_throughput.py --quick         # 100,000 records
+    .venv/bin/python benchmarks/replication_throughput.py --source-bootstrap a:9092 --target-bootstrap b:9092
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from _common import INTERRUPTED, create_topic, embedded_clusters, say, table
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+REPO = Path(__file__).resolve().parents[1]
+TARGET_ALIAS = "backup"
+
+#: The issue's targets, printed next to the figures so a reader sees met / not met.
+TARGET_NOTHING_NEW_S = 3.0
+TARGET_SMALL_S = 5.0
+TARGET_SMALL_RECORDS = 10_000
+TARGET_EO_RATE_RATIO = 1.2
+
+#: noida-db answers a fetch with the whole backlog of every partition asked for, ignoring fetch.max.bytes
+#: (Apache Kafka honours it); librdkafka drops a response above receive.message.max.bytes and the consumer
+#: then sees nothing at all. librdkafka's maximum, so the plain loop (one fetch for all partitions) copes.
+PLAIN_RECEIVE_MAX = 2**31 - 1
+#: mirrorflow's copier raises receive.message.max.bytes to 200 MiB (copy._RECEIVE_MAX), per partition.
+MIRRORFLOW_RECEIVE_MAX = 200 * 2**20
+#: Bytes a record costs on the wire besides key and value (batch framing, header, varints): an estimate.
+RECORD_OVERHEAD = 80
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One way of copying: a mirrorflow path and guarantee, or the plain loop (``alias`` "plain")."""
+
+    key: str
+    alias: str
+    label: str
+    delivery: str = ""
+    in_process: bool = False
+
+    @property
+    def plain(self) -> bool:
+        return self.alias == "plain"
+
+
+VARIANTS = {
+    v.key: v
+    for v in (
+        Variant("dag-eo", "dageo", "mirrorflow exactly-once, DAG path (spark-submit)", "exactly-once"),
+        Variant("dag-alo", "dagalo", "mirrorflow at-least-once, DAG path (spark-submit)", "at-least-once"),
+        Variant("inproc-eo", "ipeo", "mirrorflow exactly-once, --in-process", "exactly-once", in_process=True),
+        Variant("inproc-alo", "ipalo", "mirrorflow at-least-once, --in-process", "at-least-once", in_process=True),
+        Variant("plain", "plain", "plain loop (confluent-kafka, 1 process): baseline"),
+    )
+}
+
+
+@dataclass
+class Timing:
+    """One run of one variant: subprocess wall clock, and the run's own seconds (report, or the loop's)."""
+
+    step: str
+    wall: float
+    inner: float
+    records: int
+    expected: int
+    phases: dict[str, float] = field(default_factory=dict)  # the report's phases, when the library writes them
+
+
+@dataclass
+class Result:
+    variant: Variant
+    runs: list[Timing] = field(default_factory=list)
+    error: str | None = None
+
+    def of(self, step: str) -> list[Timing]:
+        return [t for t in self.runs if t.step == step]
+
+
+@dataclass(frozen=True)
+class Load:
+    """The names and sizes of one benchmark run (topic names carry a run id, for shared clusters)."""
+
+    run_id: str
+    records: int
+    size: int
+    partitions: int
+    tiny: int
+    small: int
+
+    @property
+    def n1(self) -> int:
+        return max(1, self.records // 4)
+
+    def data_topic(self, name: str) -> str:
+        return f"bench.{self.run_id}.data.{name}"
+
+    def live_topic(self, variant: Variant) -> str:
+        """The variant's own topic for the tiny and 10,000-record runs (appending to it is its steady state)."""
+        return f"bench.{self.run_id}.{variant.alias}.live"
+
+    def source_topics(self, variant: Variant) -> list[str]:
+        return [self.live_topic(variant), self.data_topic("n1"), self.data_topic("n2")]
+
+    def target_topics(self, variant: Variant) -> list[str]:
+        """Where the variant writes: mirrorflow's remote topics (``<alias>.<topic>``), the loop's ``plain.<topic>``."""
+        return [f"{variant.alias}.{t}" for t in self.source_topics(variant)]
+
+
+# ----------------------------------------------------------------------------------------------------
+# Loading the source
+# ----------------------------------------------------------------------------------------------------
+
+
+def load_records(bootstrap: str, topic: str, partitions: int, count: int, size: int, first: int = 0) -> None:
+    """``count`` records of ``size`` value bytes, round robin over the partitions, each with a key and a header.
+
+    Values are slices of a random block at varying positions: incompressible, and cheap to make in Python.
+    """
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 20, "compression.type": "none"}
+    )
+    block = os.urandom(max(65536, 2 * size))
+    errors: list[str] = []
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is not None:
+            errors.append(str(err))
+
+    step = max(1, count // 5)
+    for i in range(first, first + count):
+        start = (i * 7919) % (len(block) - size)
+        while True:
+            try:
+                producer.produce(
+                    topic,
+                    key=b"%d" % i,
+                    value=block[start : start + size],
+                    partition=i % partitions,
+                    headers=[("bench", b"1")],
+                    on_delivery=on_delivery,
+                )
+                break
+            except BufferError:
+                producer.poll(0.05)  # the local queue is full: let deliveries drain it
+        producer.poll(0)
+        if count >= 100_000 and (i - first + 1) % step == 0:
+            say(f"    {topic}: {i - first + 1:,} of {count:,} sent")
+    remaining = producer.flush(120)
+    if remaining or errors:
+        raise RuntimeError(f"{topic}: {remaining} record(s) not delivered, errors: {errors[:3]}")
+
+
+def load_source(source: str, target: str, load: Load, variants: Sequence[Variant]) -> None:
+    """The two data loads (N1, N2), one live topic per variant with the tiny load, the loop's target topics."""
+    for name, count in (("n1", load.n1), ("n2", load.records)):
+        topic = load.data_topic(name)
+        say(f"  loading {count:,} records of {load.size} bytes into {topic} ({load.partitions} partitions)")
+        started = time.perf_counter()
+        create_topic(source, topic, load.partitions)
+        load_records(source, topic, load.partitions, count, load.size)
+        seconds = time.perf_counter() - started
+        say(f"    loaded in {seconds:.1f} s ({count / seconds:,.0f} records/s)")
+    for variant in variants:
+        create_topic(source, load.live_topic(variant), load.partitions)
+        load_records(source, load.live_topic(variant), load.partitions, load.tiny, load.size)
+        if variant.plain:  # mirrorflow creates its remote topics inside its runs; a user's loop has them already
+            for topic in load.target_topics(variant):
+                create_topic(target, topic, load.partitions)
+    say(f"  live topics: {load.tiny} records each, for {', '.join(v.key for v in variants)}")
+
+
+def delete_topics(bootstrap: str, topics: list[str]) -> None:
+    """Delete what this run created (frees the broker's disk and memory); a topic already gone is fine."""
+    if not topics:
+        return
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for topic, future in admin.delete_topics(topics, operation_timeout=60).items():
+        try:
+            future.result(90)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                say(f"    could not delete {topic}: {exc.args[0].str()}")
+
+
+# ----------------------------------------------------------------------------------------------------
+# The plain loop (the baseline), run as a subprocess of this script
+# ----------------------------------------------------------------------------------------------------
+
+
+def plain_loop(source: str, target: str, topics: list[str], prefix: str, group: str) -> dict[str, Any]:
+    """Copy what is new in ``topics`` to ``<prefix><topic>``, same partition, like a user's first loop would.
+
+    Positions are the group's committed offsets (from the beginning when there are none), committed after
+    the producer flushed: at-least-once, like mirrorflow's at-least-once mode, without its offset syncs,
+    locks, topic preparation or reports.
+    """
+    started = time.perf_counter()
+    consumer = Consumer(
+        {
+            "bootstrap.servers": source,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+            # noida-db answers a fetch with every assigned partition's whole backlog, ignoring fetch.max.bytes;
+            # librdkafka drops a larger response and the loop would see nothing (mirrorflow's copier raises
+            # the same limit). No effect on Apache Kafka, which honours the fetch sizes.
+            "receive.message.max.bytes": PLAIN_RECEIVE_MAX,
+        }
+    )
+    errors: list[str] = []
+
+    def on_error(err: Any, _msg: Any) -> None:
+        if err is not None:
+            errors.append(str(err))
+
+    producer = Producer(
+        {
+            "bootstrap.servers": target,
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 5,
+            "on_delivery": on_error,
+            "delivery.report.only.error": True,
+        }
+    )
+    tps = []
+    for topic in topics:
+        meta = consumer.list_topics(topic, timeout=30).topics[topic]
+        tps += [TopicPartition(topic, p) for p in sorted(meta.partitions)]
+    committed = {(tp.topic, tp.partition): tp.offset for tp in consumer.committed(tps, timeout=30)}
+    todo = []
+    for tp in tps:
+        _, high = consumer.get_watermark_offsets(tp, timeout=30)
+        start = committed[(tp.topic, tp.partition)]
+        if start < 0 or start < high:
+            todo.append(TopicPartition(tp.topic, tp.partition, start if start >= 0 else -2))  # -2: beginning
+    next_offsets: dict[tuple[str, int], int] = {}
+    records = 0
+    if todo:
+        consumer.assign(todo)
+        open_partitions = {(tp.topic, tp.partition) for tp in todo}
+        while open_partitions:
+            for message in consumer.consume(10_000, timeout=1.0):
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        open_partitions.discard((message.topic(), message.partition()))
+                        continue
+                    raise KafkaException(error)
+                ts_type, ts = message.timestamp()
+                extra = {} if ts_type == TIMESTAMP_NOT_AVAILABLE else {"timestamp": ts}
+                while True:
+                    try:
+                        producer.produce(
+                            prefix + message.topic(),
+                            key=message.key(),
+                            value=message.value(),
+                            headers=message.headers(),
+                            partition=message.partition(),
+                            **extra,
+                        )
+                        break
+                    except BufferError:
+                        producer.poll(0.1)
+                next_offsets[(message.topic(), message.partition())] = message.offset() + 1
+                records += 1
+            producer.poll(0)
+    remaining = producer.flush(120)
+    if remaining or errors:
+        raise RuntimeError(f"plain loop: {remaining} record(s) not delivered, errors: {errors[:3]}")
+    if next_offsets:
+        consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in next_offsets.items()], asynchronous=False)
+    consumer.close()
+    return {"records": records, "seconds": round(time.perf_counter() - started, 3)}
+
+
+# ----------------------------------------------------------------------------------------------------
+# Running the variants
+# ----------------------------------------------------------------------------------------------------
+
+
+def mirrorflow_config(
+    path: Path, source: str, target: str, load: Load, variants: Sequence[Variant], rf: int, embedded: bool
+) -> None:
+    """One mm2.properties with a flow per mirrorflow variant: alias -> backup, its own delivery and topic filter.
+
+    On the embedded broker, a partition's backlog above the copier's 200 MiB receive limit would be dropped
+    (see ``PLAIN_RECEIVE_MAX``); only then is the source consumer's limit raised, and the run says so.
+    """
+    mirrorflow = [v for v in variants if not v.plain]
+    lines = [
+        "# written by benchmarks/replication_throughput.py",
+        f"clusters = {', '.join([*(v.alias for v in mirrorflow), TARGET_ALIAS])}",
+        f"{TARGET_ALIAS}.bootstrap.servers = {target}",
+        *(
+            f"{name} = {rf}"
+            for name in (
+                "replication.factor",
+                "offset-syncs.topic.replication.factor",
+                "checkpoints.topic.replication.factor",
+                "heartbeats.topic.replication.factor",
+                "offset.storage.replication.factor",
+            )
+        ),
+        "offset-syncs.topic.location = target",
+    ]
+    backlog = load.records // load.partitions * (load.size + RECORD_OVERHEAD)
+    raise_limit = embedded and backlog > MIRRORFLOW_RECEIVE_MAX * 0.95
+    if raise_limit:
+        say(
+            f"  noida-db: a partition's backlog (~{backlog / 2**20:.0f} MiB) is above mirrorflow's 200 MiB receive "
+            f"limit; setting <alias>.consumer.receive.message.max.bytes = {PLAIN_RECEIVE_MAX} (noida-db only)"
+        )
+    run = load.run_id
+    for v in mirrorflow:
+        flow = f"{v.alias}->{TARGET_ALIAS}"
+        lines += [
+            f"{v.alias}.bootstrap.servers = {source}",
+            f"{flow}.enabled = true",
+            # A backslash escapes in properties files: \\. is the regex's literal dot.
+            rf"{flow}.topics = bench\\.{run}\\.data\\..*, bench\\.{run}\\.{v.alias}\\..*",
+            f"{flow}.groups = bench-none",
+            f"{flow}.mirrorflow.delivery = {v.delivery}",
+        ]
+        if raise_limit:
+            lines.append(f"{v.alias}.consumer.receive.message.max.bytes = {PLAIN_RECEIVE_MAX}")
+    path.write_text("\n".join(lines) + "\n")
+
+
+class Runner:
+    """Runs one step of one variant as a subprocess and times it; keeps each run's output in a log file."""
+
+    def __init__(self, workdir: Path, config: Path, source: str, target: str, load: Load, master: str) -> None:
+        self.workdir, self.config, self.source, self.target = workdir, config, source, target
+        self.load, self.master = load, master
+        self.count = 0
+        script = Path(sys.executable).parent / "mirrorflow"
+        self.mirrorflow = [str(script)] if script.exists() else [sys.executable, "-m", "include.mirrorflow.cli"]
+
+    def command(self, variant: Variant, topics: list[str] | None, report: Path) -> list[str]:
+        if variant.plain:
+            spec = {
+                "source": self.source,
+                "target": self.target,
+                "topics": topics or self.load.source_topics(variant),
+                "prefix": "plain.",
+                "group": f"bench-plain-{self.load.run_id}",
+            }
+            return [sys.executable, str(Path(__file__).resolve()), "--plain-loop", json.dumps(spec)]
+        cmd = [*self.mirrorflow, "replicate", "--config", str(self.config)]
+        cmd += ["--flow", f"{variant.alias}->{TARGET_ALIAS}", "--family", "default", "--report", str(report)]
+        cmd += ["--in-process"] if variant.in_process else ["--master", self.master]
+        return cmd + (["--topics", ",".join(topics)] if topics else [])
+
+    def run(self, variant: Variant, step: str, expected: int, topics: list[str] | None = None) -> Timing:
+        """One timed run; raises with the tail of its output unless it copied exactly ``expected`` records."""
+        self.count += 1
+        report = self.workdir / f"{self.count:03d}-{variant.key}-{step}.json"
+        output = report.with_suffix(".log")
+        cmd = self.command(variant, topics, report)
+        started = time.perf_counter()
+        with output.open("w") as out:
+            code = subprocess.call(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=REPO)
+        wall = time.perf_counter() - started
+        tail = "\n".join(output.read_text(errors="replace").splitlines()[-15:])
+        if code != 0:
+            raise RuntimeError(f"{variant.key} {step}: exit {code}:\n{tail}")
+        phases: dict[str, float] = {}
+        if variant.plain:
+            answer = json.loads(output.read_text().strip().splitlines()[-1])
+            records, inner = answer["records"], answer["seconds"]
+        else:
+            data = json.loads(report.read_text())
+            records, inner, phases = data["records"], data["seconds"], data.get("phases") or {}
+            if not data["ok"] or data["lag"]:
+                raise RuntimeError(f"{variant.key} {step}: ok={data['ok']} lag={data['lag']}:\n{tail}")
+        if records != expected:
+            raise RuntimeError(f"{variant.key} {step}: copied {records} records, expected {expected}:\n{tail}")
+        rate = f", {records / wall:,.0f} records/s" if records >= 10_000 else ""
+        say(f"    {step:<13} wall {wall:7.2f} s, run {inner:7.2f} s, {records:>9,} records{rate}")
+        return Timing(step, wall, inner, records, expected, phases)
+
+
+def measure(runner: Runner, variant: Variant, load: Load, repeats: int) -> Result:
+    """The variant's runs: first run, N1, N2, then steady state: nothing new, tiny, 10,000 records."""
+    result = Result(variant)
+    live = load.live_topic(variant)
+    say(f"  {variant.key}: {variant.label}")
+    try:
+        result.runs.append(runner.run(variant, "first run", load.tiny, [live]))
+        result.runs.append(runner.run(variant, "N1", load.n1, [load.data_topic("n1")]))
+        result.runs.append(runner.run(variant, "N2", load.records, [load.data_topic("n2")]))
+        appended = load.tiny
+        for _ in range(repeats):  # the whole family, as the DAG runs it: every topic copied already
+            result.runs.append(runner.run(variant, "nothing new", 0))
+        for count, step in ((load.tiny, "tiny"), (load.small, "small")):
+            for _ in range(repeats):
+                load_records(runner.source, live, load.partitions, count, load.size, first=appended)
+                appended += count
+                result.runs.append(runner.run(variant, step, count))
+    except (RuntimeError, OSError, ValueError, KafkaException) as exc:
+        result.error = str(exc)
+        say(f"    FAILED: {exc}")
+    return result
+
+
+# ----------------------------------------------------------------------------------------------------
+# The tables
+# ----------------------------------------------------------------------------------------------------
+
+
+def median(runs: list[Timing], inner: bool = False) -> float | None:
+    return statistics.median(t.inner if inner else t.wall for t in runs) if runs else None
+
+
+def fixed(runs: list[Timing]) -> str:
+    """Median wall (min-max) and the run's own seconds: what start-up adds is the difference."""
+    if not runs:
+        return "-"
+    walls = [t.wall for t in runs]
+    spread = f" ({min(walls):.2f}-{max(walls):.2f})" if len(runs) > 1 else ""
+    return f"{statistics.median(walls):.2f} s{spread} [run {median(runs, inner=True):.2f} s]"
+
+
+def marginal(result: Result, inner: bool = False) -> float | None:
+    """(N2 - N1) / (t2 - t1) on wall clocks: the rate once started, whatever the start-up costs.
+
+    ``inner``: on the runs' own seconds instead, which leaves out the start-up's run-to-run spread.
+    """
+    n1, n2 = result.of("N1"), result.of("N2")
+    if not n1 or not n2:
+        return None
+    t1, t2 = (n1[0].inner, n2[0].inner) if inner else (n1[0].wall, n2[0].wall)
+    if t2 <= t1:
+        return None  # the loads are too small for this machine's noise: use larger ones
+    return (n2[0].records - n1[0].records) / (t2 - t1)
+
+
+def rate_cell(r: Result, rate: float | None, size: int) -> str:
+    """The wall-clock marginal rate, and the one on the runs' own seconds (free of start-up noise)."""
+    inner = marginal(r, inner=True)
+    on_run = f"; run {inner:,.0f}" if inner else ""
+    if rate:
+        return f"{rate:,.0f} rec/s ({rate * size / 2**20:.0f} MiB/s){on_run}"
+    return f"- (N2 run not slower: noise){on_run}" if r.of("N1") and r.of("N2") else "-"
+
+
+def verdict(ok: bool) -> str:
+    return "met" if ok else "NOT met"
+
+
+def main_rows(results: list[Result], load: Load) -> list[list[str]]:
+    baseline = next((r for r in results if r.variant.plain and not r.error), None)
+    base_rate = marginal(baseline) if baseline else None
+    base_wall = median(baseline.of("N2")) if baseline else None
+    rows = []
+    for r in results:
+        rate = marginal(r)
+        n2 = median(r.of("N2"))
+        ratios = []
+        if rate and base_rate and not r.variant.plain:
+            ratios.append(f"rate {rate / base_rate:.2f}x")
+        if n2 and base_wall and not r.variant.plain:
+            ratios.append(f"wall {n2 / base_wall:.2f}x")
+        rows.append(
+            [
+                r.variant.key + (" (FAILED)" if r.error else ""),
+                f"{n2:.1f} s" if n2 else "-",
+                fixed(r.of("first run")),
+                fixed(r.of("tiny")),
+                fixed(r.of("nothing new")),
+                fixed(r.of("small")),
+                rate_cell(r, rate, load.size),
+                ", ".join(ratios) or ("1.00x" if r is baseline else "-"),
+                targets_met(r, base_rate),
+            ]
+        )
+    return rows
+
+
+def targets_met(r: Result, base_rate: float | None) -> str:
+    """The issue's targets for this variant, in a few words."""
+    if r.variant.plain:
+        return "(reference)"
+    parts = []
+    nothing, small = median(r.of("nothing new")), median(r.of("small"))
+    if nothing is not None:
+        parts.append(f"nothing new {verdict(nothing <= TARGET_NOTHING_NEW_S)}")
+    if small is not None:
+        parts.append(f"10k {verdict(small <= TARGET_SMALL_S)}")
+    rate = marginal(r)
+    if r.variant.delivery == "exactly-once" and rate and base_rate:
+        parts.append(f"rate {verdict(rate >= TARGET_EO_RATE_RATIO * base_rate)}")
+    return "; ".join(parts) or "-"
+
+
+def target_rows(results: list[Result]) -> tuple[list[str], list[list[str]]]:
+    """One row per target of issue 11, one column per variant: the figure and met / NOT met."""
+    baseline = next((r for r in results if r.variant.plain and not r.error), None)
+    base_rate = marginal(baseline) if baseline else None
+    header = ["target (issue 11)", *(r.variant.key for r in results)]
+
+    def cell(r: Result, figure: float | None, limit: float, unit: str, applies: bool = True) -> str:
+        if not applies:
+            return "n/a"
+        if figure is None:
+            return "-"
+        return f"{figure:.2f}{unit}: {verdict(figure <= limit)}"
+
+    nothing = [cell(r, median(r.of("nothing new")), TARGET_NOTHING_NEW_S, " s", not r.variant.plain) for r in results]
+    small = [cell(r, median(r.of("small")), TARGET_SMALL_S, " s", not r.variant.plain) for r in results]
+    rates = []
+    for r in results:
+        rate = marginal(r)
+        if r.variant.delivery != "exactly-once" or not rate or not base_rate:
+            rates.append("n/a" if r.variant.delivery != "exactly-once" else "-")
+        else:
+            ratio = rate / base_rate
+            rates.append(f"{ratio:.2f}x: {verdict(ratio >= TARGET_EO_RATE_RATIO)}")
+    return header, [
+        [f"a run with nothing new <= {TARGET_NOTHING_NEW_S:g} s (wall)", *nothing],
+        [f"a run copying {TARGET_SMALL_RECORDS:,} records <= {TARGET_SMALL_S:g} s (wall)", *small],
+        [f"marginal exactly-once rate >= {TARGET_EO_RATE_RATIO:g}x the plain loop", *rates],
+    ]
+
+
+def detail_rows(results: list[Result]) -> list[list[str]]:
+    """Every step's median: wall, the run's own seconds, and the difference (process and Spark start-up)."""
+    rows = []
+    for r in results:
+        for step in ("first run", "N1", "N2", "nothing new", "tiny", "small"):
+            runs = r.of(step)
+            if not runs:
+                continue
+            wall, inner = median(runs), median(runs, inner=True)
+            assert wall is not None and inner is not None
+            rows.append(
+                [
+                    r.variant.key,
+                    step,
+                    f"{runs[0].expected:,}",
+                    str(len(runs)),
+                    f"{wall:.2f} s",
+                    f"{inner:.2f} s",
+                    f"{wall - inner:.2f} s",
+                ]
+            )
+    return rows
+
+
+def phase_rows(results: list[Result]) -> tuple[list[str], list[list[str]]]:
+    """Where the time of a steady-state run goes, from the reports' phases (median per phase).
+
+    "outside" is the wall clock no phase covers: for the DAG path the ``mirrorflow replicate`` process itself
+    (Python, imports, its own preflight) before it launches spark-submit, and the exits after the run.
+    ``commit`` is part of ``copy``, so it is not added again.
+    """
+    names: list[str] = []
+    for r in results:
+        for t in r.runs:
+            names += [n for n in t.phases if n not in names]
+    if not names:
+        return [], []
+    rows = []
+    for r in results:
+        for step in ("nothing new", "tiny", "small", "N2"):
+            runs = [t for t in r.of(step) if t.phases]
+            if not runs:
+                continue
+            medians = {n: statistics.median(t.phases.get(n, 0.0) for t in runs) for n in names}
+            wall = statistics.median(t.wall for t in runs)
+            outside = wall - sum(v for n, v in medians.items() if n != "commit")
+            cells = [f"{medians[n]:.2f}" for n in names]
+            rows.append([r.variant.key, step, f"{wall:.2f}", *cells, f"{outside:.2f}"])
+    return ["variant", "step", "wall s", *(f"{n} s" for n in names), "outside s"], rows
+
+
+# ----------------------------------------------------------------------------------------------------
+# main
+# ----------------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def clusters(args: argparse.Namespace) -> Iterator[tuple[str, str, bool]]:
+    """The two clusters: the ones given, or a fresh embedded pair (stopped however the run ends)."""
+    if args.source_bootstrap:
+        yield args.source_bootstrap, args.target_bootstrap, False
+        return
+    with embedded_clusters() as pair:
+        yield pair.primary, pair.backup, True
+
+
+def run_benchmark(args: argparse.Namespace, variants: list[Variant]) -> tuple[list[Result], Load, bool]:
+    workdir = Path(tempfile.mkdtemp(prefix="mirrorflow-throughput-"))
+    try:
+        with clusters(args) as (source, target, embedded):
+            run_id = "r" + secrets.token_hex(3)  # topic names unique to the run, for shared clusters
+            load = Load(run_id, args.records, args.size, args.partitions, args.tiny, TARGET_SMALL_RECORDS)
+            rf = args.replication_factor if args.replication_factor is not None else (1 if embedded else -1)
+            say(f"1. loading the source ({source}); target {target}; run id {run_id}")
+            load_source(source, target, load, variants)
+            config = workdir / "mm2.properties"
+            mirrorflow_config(config, source, target, load, variants, rf, embedded)
+            runner = Runner(workdir, config, source, target, load, args.master)
+            results = []
+            say(f"2. the variants, one after the other (run outputs in {workdir})")
+            try:
+                for variant in variants:
+                    results.append(measure(runner, variant, load, args.repeats))
+                    if embedded or not args.keep_topics:  # frees the target's disk and memory
+                        delete_topics(target, load.target_topics(variant))
+            finally:
+                if not embedded and not args.keep_topics:
+                    say("deleting the topics this run created")
+                    delete_topics(source, sorted({t for v in variants for t in load.source_topics(v)}))
+                    for v in variants:
+                        delete_topics(target, load.target_topics(v))
+            return results, load, embedded
+    finally:
+        if not args.keep_logs:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=1_000_000, help="N: records of the large load (1,000,000)")
+    parser.add_argument("--size", type=int, default=1024, help="S: value bytes per record (default 1024)")
+    parser.add_argument("--partitions", type=int, default=4, help="P: partitions of every topic (default 4)")
+    parser.add_argument("--tiny", type=int, default=100, help="records of a tiny load (fixed cost; default 100)")
+    parser.add_argument("--repeats", type=int, default=3, help="runs per fixed-cost measurement (default 3)")
+    parser.add_argument("--quick", action="store_true", help="a fast check: 100,000 records")
+    parser.add_argument(
+        "--variants",
+        default=",".join(VARIANTS),
+        help=f"comma-separated, from {', '.join(VARIANTS)} (default: all; the baseline is kept for the ratios)",
+    )
+    parser.add_argument("--source-bootstrap", help="HOST:PORT of a source cluster instead of the embedded one")
+    parser.add_argument("--target-bootstrap", help="HOST:PORT of a target cluster instead of the embedded one")
+    parser.add_argument(
+        "--replication-factor",
+        type=int,
+        default=None,
+        help="of the topics mirrorflow creates (default 1 on the embedded clusters, else -1: the broker default)",
+    )
+    parser.add_argument("--master", default="local[*,4]", help="Spark master of the DAG path (CLI default)")
+    parser.add_argument("--keep-topics", action="store_true", help="on given clusters, keep the topics made")
+    parser.add_argument("--keep-logs", action="store_true", help="keep every run's output and report")
+    parser.add_argument("--plain-loop", help=argparse.SUPPRESS)  # internal: the baseline's subprocess
+    args = parser.parse_args(argv)
+    if args.plain_loop:
+        spec = json.loads(args.plain_loop)
+        print(json.dumps(plain_loop(**spec)), flush=True)
+        return 0
+    if bool(args.source_bootstrap) != bool(args.target_bootstrap):
+        parser.error("--source-bootstrap and --target-bootstrap go together")
+    if args.quick:
+        args.records = 100_000
+    keys = [k.strip() for k in args.variants.split(",") if k.strip()]
+    unknown = [k for k in keys if k not in VARIANTS]
+    if unknown:
+        parser.error(f"unknown variant(s) {', '.join(unknown)}; choose from {', '.join(VARIANTS)}")
+    variants = [VARIANTS[k] for k in VARIANTS if k in keys or k == "plain"]
+    if not args.source_bootstrap:
+        needed = 1.25 * args.records * (args.size + RECORD_OVERHEAD) * 2.2  # source, one variant's copy, logs
+        free = shutil.disk_usage(tempfile.gettempdir()).free
+        if needed > free * 0.8:
+            parser.error(
+                f"~{needed / 2**30:.1f} GiB of disk needed in {tempfile.gettempdir()}, {free / 2**30:.1f} free"
+            )
+
+    started_at = datetime.now(UTC).isoformat(timespec="seconds")
+    started = time.perf_counter()
+    try:
+        results, load, embedded = run_benchmark(args, variants)
+    except (KeyboardInterrupt, SystemError):
+        if not INTERRUPTED:
+            raise
+        print("\ninterrupted: the clusters were stopped", file=sys.stderr)
+        return 130
+    command = " ".join([Path(sys.executable).name, *sys.argv]) if argv is None else " ".join(argv)
+    brokers = "embedded noida-db brokers" if embedded else f"{args.source_bootstrap} -> {args.target_bootstrap}"
+    print(f"\nmirrorflow replication throughput, {started_at}, {os.cpu_count()} CPU(s), {brokers}")
+    print(f"command: {command}  (whole run {time.perf_counter() - started:.0f} s)")
+    print(
+        f"load: N2 = {load.records:,} and N1 = {load.n1:,} records of {load.size} bytes in {load.partitions} "
+        f"partitions; tiny = {load.tiny}, small = {load.small:,}; fixed costs: median of {args.repeats} "
+        "(min-max) [the run's own seconds]\n"
+    )
+    header = [
+        "variant",
+        f"total wall ({load.records:,})",
+        f"first run ({load.tiny}, creates topics)",
+        f"fixed cost: tiny ({load.tiny})",
+        "fixed cost: nothing new",
+        f"{load.small:,} records",
+        "marginal rate",
+        "vs baseline",
+        "targets",
+    ]
+    print(table(main_rows(results, load), header))
+    print()
+    target_header, rows = target_rows(results)
+    print(table(rows, target_header))
+    print()
+    print(table(detail_rows(results), ["variant", "step", "records", "runs", "wall", "run", "wall - run"]))
+    phase_header, rows = phase_rows(results)
+    if rows:
+        print("\nwhere the time goes (median of each phase, so a row need not add up; commit is within copy):\n")
+        print(table(rows, phase_header))
+        print(
+            "\nsubmit of --in-process runs is measured by the library from psutil's process start time, which is\n"
+            "only as exact as the kernel's boot time in whole seconds (up to 1 s early): hence a negative 'outside'."
+        )
+    failed = [r for r in results if r.error]
+    for r in failed:
+        print(f"\n{r.variant.key} FAILED: {r.error}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
