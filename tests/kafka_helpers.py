@@ -205,7 +205,8 @@ def read_all(
         if not pending:
             return out
         consumer.assign(assignment)
-        deadline = time.monotonic() + timeout
+        started = time.monotonic()
+        deadline = started + timeout
         while pending:
             if time.monotonic() >= deadline:
                 raise TimeoutError(
@@ -218,6 +219,12 @@ def read_all(
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:
                     # Reached the high watermark (read_uncommitted) or last stable offset (read_committed).
+                    # An end-of-partition before the end we fixed, with nothing read yet and right after the
+                    # assignment, can be a stale one (a fetch answered before the broker saw the last writes):
+                    # give the broker a moment before believing it.
+                    early = msg.offset() < pending.get(msg.partition(), 0) and time.monotonic() < started + 2
+                    if early and not any(r.partition == msg.partition() for r in out):
+                        continue
                     pending.pop(msg.partition(), None)
                     continue
                 raise KafkaException(err)
