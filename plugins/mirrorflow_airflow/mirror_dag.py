@@ -178,10 +178,12 @@ def build_mirror_dag(flow: FlowConfig, family: str, config_file: Path) -> DAG:
             context = get_current_context()
             context["outlet_events"][asset].extra = summary
             log.info("%s", summary)
-            live = MirrorflowHook(config_file).flow(name)
-            for kind, payload in run_event_payloads(report):
-                # The run already POSTed it to the webhook; Airflow's notifiers are reached from here.
-                notify(live, kind, payload, context, webhook=False)
+            events = run_event_payloads(report)
+            if events:  # the configuration is read again only when there is something to notify
+                live = MirrorflowHook(config_file).flow(name)
+                for kind, payload in events:
+                    # The run already POSTed it to the webhook; Airflow's notifiers are reached from here.
+                    notify(live, kind, payload, context, webhook=False)
             return {
                 **summary,
                 "partitions": partitions,

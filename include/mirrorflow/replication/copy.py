@@ -201,8 +201,7 @@ class _UnitCopy:
         self.sent_total = 0
         self.sent_bytes = 0
         self.sent_first: int | None = None
-        self.sent_last: int | None = None
-        self.last_message: Any = None  # the last record sent: its fingerprint goes with the progress
+        self.last_message: Any = None  # the last record sent: its offset and fingerprint go with the progress
         self.source_last: str | None = None
         self.previous = -1  # last copied upstream offset before this unit's next run (-1: claim nothing)
         self.target_next: int | None = None
@@ -300,7 +299,6 @@ class _UnitCopy:
             self.sent_total += 1
             self.sent_bytes += size
             self.sent_first = offset if self.sent_first is None else self.sent_first
-            self.sent_last = offset
             self.last_message = message
             position = offset + 1
             last_record = time.monotonic()
@@ -434,7 +432,7 @@ class _UnitCopy:
         result.bytes += self.sent_bytes
         if self.sent_first is not None and result.first_offset is None:
             result.first_offset = self.sent_first
-        result.last_offset = self.sent_last if self.sent_last is not None else result.last_offset
+        result.last_offset = self.last_message.offset() if self.last_message is not None else result.last_offset
         result.position = position
         result.runs.extend(runs)
         result.syncs += syncs

@@ -32,7 +32,7 @@ from .. import preflight
 from ..config import ConfigError, MirrorConfig, load_config, overrides
 from ..config.model import FlowConfig, Side, parse_duration
 from .executor import LocalExecutor, SparkExecutor, UnitExecutor
-from .run import PHASES, RunReport, replicate, replicate_continuously
+from .run import RunReport, replicate, replicate_continuously
 from .spark_env import SUBMITTED_AT_ENV
 
 log = logging.getLogger("mirrorflow.replicate")
@@ -162,9 +162,8 @@ def copy(args: argparse.Namespace, executor: UnitExecutor, config: MirrorConfig)
 
 def publish(args: argparse.Namespace, report: RunReport, before: dict[str, float], after: dict[str, float]) -> int:
     """Add the phases around the run, write the report, print the summary; exit code 0 when all copied cleanly."""
-    merged = {**before, **report.phases, **after}
-    order = {name: i for i, name in enumerate(PHASES)}
-    report.phases = dict(sorted(merged.items(), key=lambda item: order.get(item[0], len(order))))
+    report.phases = {**before, **report.phases, **after}
+    report.order_phases()
     if args.report:
         report.write_json(args.report)
     print(summary(report))

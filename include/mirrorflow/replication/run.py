@@ -79,10 +79,15 @@ class RunReport:
     def add_phase(self, name: str, seconds: float) -> None:
         self.phases[name] = round(self.phases.get(name, 0.0) + seconds, 3)
 
+    def order_phases(self) -> None:
+        """Put ``phases`` in the order a run goes through them (PHASES; unknown names last)."""
+        rank = {name: i for i, name in enumerate(PHASES)}
+        self.phases = dict(sorted(self.phases.items(), key=lambda item: rank.get(item[0], len(rank))))
+
     def phases_line(self) -> str:
         """``submit 9.1 s, engine 5.2 s, lock 0.01 s, ...`` in the order a run goes through them."""
-        ordered = [p for p in PHASES if p in self.phases] + [p for p in self.phases if p not in PHASES]
-        return ", ".join(f"{p} {self.phases[p]:.3g} s" for p in ordered)
+        self.order_phases()
+        return ", ".join(f"{name} {seconds:.3g} s" for name, seconds in self.phases.items())
 
     @property
     def ok(self) -> bool:
@@ -171,7 +176,8 @@ def _offsets(
         )
         return {(tp.topic, tp.partition): f.result(timeout).offset for tp, f in futures.items()}
 
-    topics_asked = ", ".join(sorted({tp.topic for tp in partitions})[:3]) + (", ..." if len(partitions) > 3 else "")
+    names = sorted({tp.topic for tp in partitions})
+    topics_asked = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
     return retrying(ask, f"listing offsets of {topics_asked}", timeout)
 
 
@@ -280,7 +286,7 @@ class _Run:
         )
         latest = flow.client_config("source", "consumer").get("auto.offset.reset") == "latest"
         remote = {p.source_topic: p.remote_topic for p in plans}
-        self._check_incarnations(report, plans, tps, stored, starts)
+        self._check_incarnations(report, remote, tps, stored, starts)
         by_tp: dict[tuple[str, int], PartitionReport] = {}
         for tp in tps:
             key = (tp.topic, tp.partition)
@@ -350,13 +356,12 @@ class _Run:
     def _check_incarnations(
         self,
         report: RunReport,
-        plans: list[topics.TopicPlan],
+        remote: dict[str, str],
         tps: list[TopicPartition],
         stored: dict[tuple[str, int], Any],
         starts: dict[tuple[str, int], int],
     ) -> None:
         """Find partitions whose stored progress belongs to another incarnation of the source or remote topic."""
-        remote = {p.source_topic: p.remote_topic for p in plans}
         self.source_ids = topic_ids(self.source_admin, list(remote), self.timeout)
         self.target_ids = topic_ids(self.target_admin, list(remote.values()), self.timeout)
         known = [tp for tp in tps if (tp.topic, tp.partition) in stored]
