@@ -139,6 +139,23 @@ def kafka_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCl
             atexit.unregister(_stop_quietly)
 
 
+@pytest.fixture(scope="session")
+def spark_connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Spark Connect server for the session (the replication engine of the DAGs and the CLI): its sc:// URL.
+
+    Started the way ``mirrorflow replicate`` starts its local one, with its record and log under pytest's tmp
+    dir, so a developer's own server is never touched; stopped by that record at the end.
+    """
+    from include.mirrorflow.replication.local_connect import ensure_local_server, stop_local_server
+
+    directory = tmp_path_factory.mktemp("spark-connect")
+    atexit.register(lambda: stop_local_server(directory=directory))
+    try:
+        yield ensure_local_server(directory=directory, progress=False)
+    finally:
+        stop_local_server(directory=directory)
+
+
 TopicFactory = Callable[..., str]
 
 

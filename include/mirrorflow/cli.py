@@ -85,9 +85,22 @@ def _dev(args: argparse.Namespace) -> int:
         print(
             f"{status.alias:<10} {status.bootstrap:<22} {state}{answers}{pid}  {status.detail}  data {status.data_dir}"
         )
+    _dev_spark_connect(args.action)
     if args.action == "status" and not all(s.running for s in statuses):
         return 3  # like `systemctl status`: not everything is running
     return 0
+
+
+def _dev_spark_connect(action: str) -> None:
+    """The local Spark Connect server (started by the first ``replicate``): stopped by ``down``, shown by ``status``."""
+    from .replication import local_connect
+
+    if action == "down":
+        print(f"{'spark':<10} {'connect':<22} {local_connect.stop_local_server()}")
+    elif action == "status":
+        server = local_connect.status()
+        state = f"running pid {server.pid}" if server.running else "stopped (starts on the first replicate)"
+        print(f"{'spark':<10} {server.url or 'connect':<22} {state}  log {server.log_file}")
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -203,16 +216,37 @@ def spark_submit_command(args: argparse.Namespace) -> tuple[list[str], dict[str,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(repo), os.environ.get("PYTHONPATH")])),
     }
     env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    env.pop("SPARK_REMOTE", None)  # pyspark would make the app a Spark Connect client instead of a Spark driver
     return cmd, env
 
 
+def connect_url(args: argparse.Namespace) -> str:
+    """Where the Spark Connect server is: ``--remote``, else ``SPARK_REMOTE``, else this machine's (started now
+    if it does not run yet)."""
+    from .replication.local_connect import ensure_local_server
+
+    return args.remote or os.environ.get("SPARK_REMOTE") or ensure_local_server()
+
+
 def _replicate(args: argparse.Namespace) -> int:
-    from .replication.entry import prepare, run
+    from .replication.connect import SparkConnectExecutor
+    from .replication.entry import EXIT_CANNOT_RUN, RunError, prepare, run
     from .replication.executor import LocalExecutor
+    from .replication.local_connect import LocalServerError
     from .replication.spark_env import SUBMITTED_AT_ENV
 
     if args.in_process:
         return run(args, LocalExecutor())
+    if args.master is None:  # the default: units run on a Spark Connect server
+
+        def on_connect() -> int:
+            try:
+                url = connect_url(args)
+            except LocalServerError as exc:
+                raise RunError(f"error: {exc}", EXIT_CANNOT_RUN) from None
+            return run(args, SparkConnectExecutor(url, f"{args.flow}/{args.family or '*'}"))
+
+        return guarded(args, on_connect)
 
     def submit() -> int:
         # Configuration and clusters checked here first: a dead cluster is one line within seconds, without
@@ -246,12 +280,18 @@ def build_parser() -> argparse.ArgumentParser:
     from .replication.entry import add_arguments
 
     replicate = add_arguments(sub.add_parser("replicate", help="copy what is new in one family of a flow (Spark app)"))
-    replicate.add_argument(
-        "--master",
-        default="local[*,4]",
-        help="Spark master (default local[*,4]: all cores, a failed task is retried up to 4 times)",
+    engine = replicate.add_mutually_exclusive_group()
+    engine.add_argument(
+        "--remote",
+        default=None,
+        help="Spark Connect server sc://HOST:PORT (default: $SPARK_REMOTE, else a local one started on first use)",
     )
-    replicate.add_argument("--in-process", action="store_true", help="copy in this process, without Spark")
+    engine.add_argument(
+        "--master",
+        default=None,
+        help="run the Spark app with spark-submit on this master instead (local[*,4], spark://..., yarn, k8s://...)",
+    )
+    engine.add_argument("--in-process", action="store_true", help="copy in this process, without Spark")
     replicate.set_defaults(func=_replicate)
 
     dev = sub.add_parser("dev", help="local Kafka clusters for development (noida-db)")

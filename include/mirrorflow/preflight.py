@@ -124,8 +124,9 @@ def check_cluster(flow: FlowConfig, side: Side, timeout: float | None = None) ->
         flow,
         side,
         **{
-            # Fewer reconnect attempts (and log lines) while a cluster is down.
-            "reconnect.backoff.ms": 1000,
+            # Fewer reconnect attempts (and log lines) while a cluster is down: the backoff doubles up to 5 s. The
+            # first backoff stays librdkafka's 100 ms: a client that reconnects once while it negotiates API
+            # versions (noida-db makes it) would otherwise wait a whole second, on every run.
             "reconnect.backoff.max.ms": 5000,
             "logger": _LibrdkafkaToDebug(),
             "error_cb": errors.append,

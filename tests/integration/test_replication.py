@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import subprocess
 import sys
 import time
 import uuid
@@ -17,7 +18,8 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import NewPartitions
 
 from include.mirrorflow.config import MirrorConfig, parse_config
-from include.mirrorflow.replication.executor import LocalExecutor, SparkExecutor
+from include.mirrorflow.replication.connect import SparkConnectExecutor
+from include.mirrorflow.replication.executor import LocalExecutor, SparkExecutor, UnitExecutor
 from include.mirrorflow.replication.progress import progress_topic
 from include.mirrorflow.replication.run import PHASES, replicate
 from include.mirrorflow.wire import (
@@ -54,6 +56,17 @@ def spark() -> Iterator[Any]:
     logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
+@pytest.fixture(params=["spark-context", "spark-connect"])
+def spark_engine(request: pytest.FixtureRequest) -> Iterator[UnitExecutor]:
+    """Spark tasks from both engines: the SparkContext of a spark-submit app, and a Spark Connect server."""
+    if request.param == "spark-context":
+        yield SparkExecutor(request.getfixturevalue("spark"))
+        return
+    executor = SparkConnectExecutor(request.getfixturevalue("spark_connect"), f"tests/{uuid.uuid4().hex}")
+    yield executor
+    executor.close()
+
+
 def make_config(clusters: Any, prefix: str, extra: str = "") -> MirrorConfig:
     return parse_config(
         f"clusters = primary, backup\nprimary.bootstrap.servers = {clusters.primary}\n"
@@ -84,7 +97,7 @@ def transactional_writes(bootstrap: str, topic: str, batches: list[tuple[list[di
         (producer.commit_transaction if commit else producer.abort_transaction)(30)
 
 
-def test_byte_for_byte_copy_with_spark(kafka_clusters: Any, spark: Any) -> None:
+def test_byte_for_byte_copy_with_spark(kafka_clusters: Any, spark_engine: UnitExecutor) -> None:
     p = prefix()
     keyed = create_topic(kafka_clusters.primary, f"{p}-keyed", partitions=3)
     txn = create_topic(kafka_clusters.primary, f"{p}-txn", partitions=2)
@@ -112,7 +125,7 @@ def test_byte_for_byte_copy_with_spark(kafka_clusters: Any, spark: Any) -> None:
         ],
     )
     config = make_config(kafka_clusters, p, "mirrorflow.unit.max.records = 8\n")
-    report = replicate(config, "primary->backup", None, SparkExecutor(spark))
+    report = replicate(config, "primary->backup", None, spark_engine)
     assert report.ok, report.errors
     for topic in (keyed, txn):
         assert committed(kafka_clusters.backup, f"primary.{topic}") == committed(kafka_clusters.primary, topic)
@@ -195,7 +208,7 @@ def test_offset_syncs_cover_run_starts_ends_and_gaps(kafka_clusters: Any) -> Non
 
 @pytest.mark.parametrize("delivery", ["exactly-once", "at-least-once"])
 def test_killed_task_is_retried_without_gap(
-    kafka_clusters: Any, spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, delivery: str
+    kafka_clusters: Any, spark_engine: UnitExecutor, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, delivery: str
 ) -> None:
     p = prefix()
     topic = create_topic(kafka_clusters.primary, f"{p}-fault", partitions=2)
@@ -208,10 +221,10 @@ def test_killed_task_is_retried_without_gap(
     marker = tmp_path / "fault-fired"
     monkeypatch.setenv("MIRRORFLOW_FAULT", json.dumps({"after_records": 40, "marker": str(marker), "stage": stage}))
     config = make_config(kafka_clusters, p, f"mirrorflow.delivery = {delivery}\nmirrorflow.unit.max.records = 60\n")
-    report = replicate(config, "primary->backup", None, SparkExecutor(spark))
+    report = replicate(config, "primary->backup", None, spark_engine)
     assert marker.exists(), "the fault hook did not fire"
     monkeypatch.delenv("MIRRORFLOW_FAULT")
-    again = replicate(config, "primary->backup", None, SparkExecutor(spark))
+    again = replicate(config, "primary->backup", None, spark_engine)
     assert report.ok and again.ok, (report.errors, again.errors)
     source = committed(kafka_clusters.primary, topic)
     target = committed(kafka_clusters.backup, f"primary.{topic}")
@@ -283,42 +296,34 @@ def test_truncation_is_reported(kafka_clusters: Any, truncation: str) -> None:
         assert any("DATA LOSS" in e for e in report.errors)
 
 
-def test_replicate_cli_runs_the_spark_app(kafka_clusters: Any, tmp_path: Path) -> None:
-    import subprocess
-
-    p = prefix()
-    topic = create_topic(kafka_clusters.primary, f"{p}-cli", partitions=2)
-    produce(kafka_clusters.primary, topic, [{"value": b"c%d" % i, "partition": i % 2} for i in range(30)])
+def cli_config(tmp_path: Path, clusters: Any, p: str) -> Path:
+    """A configuration file with family ``cli`` = topic ``<p>-cli``."""
     config_file = tmp_path / "mm2.properties"
     config_file.write_text(
-        f"clusters = primary, backup\nprimary.bootstrap.servers = {kafka_clusters.primary}\n"
-        f"backup.bootstrap.servers = {kafka_clusters.backup}\nprimary->backup.enabled = true\n"
+        f"clusters = primary, backup\nprimary.bootstrap.servers = {clusters.primary}\n"
+        f"backup.bootstrap.servers = {clusters.backup}\nprimary->backup.enabled = true\n"
         f"primary->backup.topics = {p}-.*\nreplication.factor = 1\noffset-syncs.topic.replication.factor = 1\n"
         "offset-syncs.topic.location = target\nsync.topic.acls.enabled = false\n"
         f"primary->backup.mirrorflow.families = cli\nprimary->backup.mirrorflow.family.cli.topics = {p}-cli\n"
     )
-    report_file = tmp_path / "report.json"
+    return config_file
+
+
+def replicate_cli(config_file: Path, report_file: Path, *engine: str) -> subprocess.CompletedProcess[str]:
+    """``mirrorflow replicate`` of family ``cli`` with the given engine options."""
     exe = Path(sys.executable).parent / "mirrorflow"
-    result = subprocess.run(
-        [
-            str(exe),
-            "replicate",
-            "--config",
-            str(config_file),
-            "--flow",
-            "primary->backup",
-            "--family",
-            "cli",
-            "--report",
-            str(report_file),
-            "--master",
-            "local[2]",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    command = [str(exe), "replicate", "--config", str(config_file), "--flow", "primary->backup", "--family", "cli"]
+    return subprocess.run(
+        [*command, "--report", str(report_file), *engine], capture_output=True, text=True, timeout=300, check=False
     )
+
+
+def test_replicate_cli_runs_the_spark_app(kafka_clusters: Any, tmp_path: Path) -> None:
+    p = prefix()
+    topic = create_topic(kafka_clusters.primary, f"{p}-cli", partitions=2)
+    produce(kafka_clusters.primary, topic, [{"value": b"c%d" % i, "partition": i % 2} for i in range(30)])
+    report_file = tmp_path / "report.json"
+    result = replicate_cli(cli_config(tmp_path, kafka_clusters, p), report_file, "--master", "local[2]")
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
     report = json.loads(report_file.read_text())
     assert report["ok"] and report["records"] == 30 and report["family"] == "cli"
@@ -327,6 +332,52 @@ def test_replicate_cli_runs_the_spark_app(kafka_clusters: Any, tmp_path: Path) -
     assert "  phases: submit " in result.stdout
     assert {(p_["partition"], p_["records"], p_["lag"]) for p_ in report["partitions"]} == {(0, 15, 0), (1, 15, 0)}
     assert committed(kafka_clusters.backup, f"primary.{topic}") == committed(kafka_clusters.primary, topic)
+
+
+def test_replicate_cli_submits_its_units_to_spark_connect(
+    kafka_clusters: Any, spark_connect: str, tmp_path: Path
+) -> None:
+    p = prefix()
+    topic = create_topic(kafka_clusters.primary, f"{p}-cli", partitions=2)
+    produce(kafka_clusters.primary, topic, [{"value": b"c%d" % i, "partition": i % 2} for i in range(30)])
+    config_file, report_file = cli_config(tmp_path, kafka_clusters, p), tmp_path / "report.json"
+    result = replicate_cli(config_file, report_file, "--remote", spark_connect)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
+    report = json.loads(report_file.read_text())
+    assert report["ok"] and report["records"] == 30
+    assert list(report["phases"]) == list(PHASES) and report["phases"]["engine"] > 0  # connected to the server
+    assert committed(kafka_clusters.backup, f"primary.{topic}") == committed(kafka_clusters.primary, topic)
+
+    # Nothing new: the run never contacts the Spark Connect server (its cost is the run's own planning).
+    result = replicate_cli(config_file, report_file, "--remote", spark_connect)
+    assert result.returncode == 0, result.stderr[-4000:]
+    quiet = json.loads(report_file.read_text())
+    assert quiet["ok"] and quiet["records"] == 0 and quiet["phases"]["engine"] == 0
+
+    produce(kafka_clusters.primary, topic, [{"value": b"d%d" % i, "partition": i % 2} for i in range(10)])
+    result = replicate_cli(config_file, report_file, "--remote", spark_connect)  # the flow family's session again
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert json.loads(report_file.read_text())["records"] == 10
+    assert committed(kafka_clusters.backup, f"primary.{topic}") == committed(kafka_clusters.primary, topic)
+
+
+def test_replicate_cli_names_an_unreachable_spark_connect_server(kafka_clusters: Any, tmp_path: Path) -> None:
+    from include.mirrorflow.devcluster import free_port
+
+    p = prefix()
+    topic = create_topic(kafka_clusters.primary, f"{p}-cli", partitions=1)
+    produce(kafka_clusters.primary, topic, [b"a", b"b"])
+    config_file, report_file = cli_config(tmp_path, kafka_clusters, p), tmp_path / "report.json"
+    dead = f"sc://127.0.0.1:{free_port()}"
+    result = replicate_cli(config_file, report_file, "--remote", f"{dead}/;token=s3cret")
+    assert result.returncode == 2, result.stdout + result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"error: the Spark Connect server {dead} does not answer") and "s3cret" not in line
+    assert json.loads(report_file.read_text())["errors"] == [line.removeprefix("error: ")]
+    # Nothing half done: the lock is free and everything is copied by the next run.
+    result = replicate_cli(config_file, report_file, "--in-process")
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert [r.value for r in read_all(kafka_clusters.backup, f"primary.{topic}")] == [b"a", b"b"]
 
 
 @pytest.mark.parametrize("delivery", ["exactly-once", "at-least-once"])

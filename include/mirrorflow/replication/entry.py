@@ -24,6 +24,7 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TypeVar
 
 import psutil
@@ -31,6 +32,7 @@ import psutil
 from .. import preflight
 from ..config import ConfigError, MirrorConfig, load_config, overrides
 from ..config.model import FlowConfig, Side, parse_duration
+from .connect import ConnectServerUnreachable
 from .executor import LocalExecutor, SparkExecutor, UnitExecutor
 from .run import RunReport, replicate, replicate_continuously
 from .spark_env import SUBMITTED_AT_ENV
@@ -136,11 +138,12 @@ def check_flow_clusters(flow: FlowConfig, sides: tuple[Side, ...] = ("source", "
         raise RunError(f"error: {exc}", EXIT_CANNOT_RUN) from None
 
 
-def prepare(args: argparse.Namespace) -> MirrorConfig:
-    """The configuration, with the flow's clusters answering; ``RunError`` otherwise. Nothing started yet."""
+def prepare(args: argparse.Namespace, config: MirrorConfig | None = None) -> MirrorConfig:
+    """The configuration (``config`` if the caller loaded it), with the flow's clusters answering; ``RunError``
+    otherwise. Nothing started yet."""
     try:
         # Settings from Airflow connections arrive in the environment, never on the command line.
-        config = load_config(args.config, overrides=overrides.from_environment())
+        config = config or load_config(args.config, overrides=overrides.from_environment())
     except (ConfigError, overrides.OverrideError) as exc:
         raise RunError(str(exc), EXIT_PROBLEM) from None  # every problem, one per line, as `config validate`
     check_flow_clusters(flow_of(config, args.flow, args.family, require_enabled=True))
@@ -158,6 +161,8 @@ def copy(args: argparse.Namespace, executor: UnitExecutor, config: MirrorConfig)
         return replicate(config, args.flow, args.family, executor, only_topics=only)
     except (KeyError, ValueError) as exc:
         raise RunError(f"error: {_first_line(exc)}", EXIT_PROBLEM) from None
+    except ConnectServerUnreachable as exc:
+        raise RunError(f"error: {exc}", EXIT_CANNOT_RUN) from None
 
 
 def publish(args: argparse.Namespace, report: RunReport, before: dict[str, float], after: dict[str, float]) -> int:
@@ -176,8 +181,18 @@ def submitted_seconds() -> float:
     try:
         started = float(os.environ.get(SUBMITTED_AT_ENV, ""))
     except ValueError:
-        started = psutil.Process().create_time()
+        return round(_process_age(), 3)
     return round(max(0.0, time.time() - started), 3)
+
+
+def _process_age() -> float:
+    """Seconds since this process started, to the clock tick (psutil's create_time rounds boot time to whole
+    seconds, which made a 0.9 s run report a 1.4 s launch)."""
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        return max(0.0, time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError, AttributeError):
+        return max(0.0, time.time() - psutil.Process().create_time())
 
 
 def _timed(call: Callable[[], T]) -> tuple[T, float]:
@@ -214,17 +229,25 @@ def guarded(args: argparse.Namespace, body: Callable[[], int]) -> int:
         return fail(args, f"error: {type(exc).__name__}: {_first_line(exc)}{hint}", EXIT_CANNOT_RUN)
 
 
-def run(args: argparse.Namespace, executor: UnitExecutor) -> int:
-    """One run in this process (``--in-process``, tests): check, copy, report."""
+def run(args: argparse.Namespace, executor: UnitExecutor, *, config: MirrorConfig | None = None) -> int:
+    """One run driven from this process: check, copy (units on ``executor``: this process or a Spark Connect
+    server), report. ``config``: already loaded (the Airflow task applies its connections); else ``--config``."""
     if debug_requested(args):
         enable_debug_logging()
 
-    def in_process() -> int:
+    def driven_here() -> int:
         submit = submitted_seconds()
-        config, preflight_s = _timed(lambda: prepare(args))
-        return publish(args, copy(args, executor, config), {"submit": submit, "preflight": preflight_s}, {})
+        loaded, preflight_s = _timed(lambda: prepare(args, config))
+        try:
+            report = copy(args, executor, loaded)
+        finally:
+            _, shutdown_s = _timed(executor.close)
+        if executor.engine_seconds:  # connected during the first wave: engine start, not copying
+            report.phases["copy"] = round(max(0.0, report.phases.get("copy", 0.0) - executor.engine_seconds), 3)
+        before = {"submit": submit, "preflight": preflight_s, "engine": round(executor.engine_seconds, 3)}
+        return publish(args, report, before, {"shutdown": shutdown_s})
 
-    return guarded(args, in_process)
+    return guarded(args, driven_here)
 
 
 def main(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None, *, spark: bool = False) -> int:

@@ -1,0 +1,173 @@
+"""Work units on a Spark Connect server: a long-lived Spark application that takes a run's units at once.
+
+Why: a spark-submit per run pays a JVM, a SparkContext and Python workers every tick (5-20 s on two cores),
+which made a 30 s schedule impossible. A Spark Connect server pays them once; a run is then a gRPC client
+(about 0.4 s to connect) submitting one small job (about 0.4 s with warm workers) whose tasks copy the units
+with confluent-kafka, exactly as the spark-submit app's tasks do (the very same :func:`copy_unit`).
+
+Shape of the job: ``range(n)`` in ``n`` partitions, so each unit is exactly one Spark task (the units of a
+wave never share a partition, so order is kept), mapped with ``mapInArrow`` to the pickled ``UnitResult``.
+The units travel inside the function's closure, never through a DataFrame column a UI could show.
+
+Each flow family uses its own stable Spark Connect session id, so the server keeps that session (and its
+Python workers, which keep their imports and connections) warm between runs. A session the server has
+closed (idle timeout, restart) is replaced by a fresh one. Records never pass through the driver.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import socket
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from typing import Any
+from urllib.parse import urlparse
+
+from .copy import copy_unit
+from .units import UnitResult, UnitSpec
+
+log = logging.getLogger("mirrorflow.replicate")
+
+#: Namespace of the session ids derived from a flow family (any fixed UUID; never change it: the server
+#: keeps a closed session's id for a while and refuses to reopen it).
+SESSION_NAMESPACE = uuid.UUID("6f2b7f0e-3a55-4c1e-9b1f-6d4f4a6c2e11")
+
+#: How long to wait for the server's port before saying it does not answer (the gRPC client alone would retry
+#: for minutes).
+ANSWER_TIMEOUT_S = 5.0
+
+
+class ConnectServerUnreachable(RuntimeError):
+    """The Spark Connect server does not accept connections (message names its address, never a token)."""
+
+
+def server_address(url: str) -> tuple[str, int]:
+    """``(host, port)`` of an ``sc://host:port/;params`` URL (15002, Spark's default, when no port is given)."""
+    parsed = urlparse(url)
+    if parsed.scheme != "sc" or not parsed.hostname:
+        raise ValueError(f"a Spark Connect address looks like sc://HOST:PORT, not '{public_url(url)}'")
+    return parsed.hostname, parsed.port or 15002
+
+
+def public_url(url: str) -> str:
+    """The URL without its parameters (``token=`` is a secret): what logs and errors may show."""
+    return url.split(";", 1)[0].rstrip("/")
+
+
+def with_session_id(url: str, session_id: str) -> str:
+    """``url`` with ``session_id`` added, unless the user's URL already names one."""
+    if "session_id=" in url:
+        return url
+    if ";" in url:
+        return f"{url};session_id={session_id}"
+    return f"{url.rstrip('/')}/;session_id={session_id}"
+
+
+def session_id_for(key: str) -> str:
+    """The stable Spark Connect session id of a flow family (``key`` such as ``primary->backup/orders``)."""
+    return str(uuid.uuid5(SESSION_NAMESPACE, key))
+
+
+def check_answers(url: str, timeout: float = ANSWER_TIMEOUT_S) -> None:
+    """Raise ``ConnectServerUnreachable`` unless the server's port accepts a connection within ``timeout``."""
+    host, port = server_address(url)
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return
+    except OSError as exc:
+        raise ConnectServerUnreachable(
+            f"the Spark Connect server {public_url(url)} does not answer ({exc.strerror or exc})"
+        ) from None
+
+
+def _copy_partition(payload: Sequence[bytes]) -> Any:
+    """The function each Spark task runs: copy the unit whose index arrives, return its pickled result."""
+
+    def copy_units(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        for batch in batches:
+            indexes = batch.column(0).to_pylist()
+            results = [pickle.dumps(copy_unit(pickle.loads(payload[i]))) for i in indexes]
+            yield pa.RecordBatch.from_pydict({"index": indexes, "result": results})
+
+    return copy_units
+
+
+class SparkConnectExecutor:
+    """Run units as Spark tasks on a Spark Connect server; connects on the first wave that has units.
+
+    A run with nothing to copy never contacts the server, so it costs what the run's own planning costs.
+    """
+
+    def __init__(self, url: str, session_key: str) -> None:
+        self.url = url
+        self.session_key = session_key
+        self.engine_seconds = 0.0
+        self._session: Any = None
+        self._tag = f"mirrorflow-{uuid.uuid4().hex[:12]}"
+
+    def _connect(self, session_id: str) -> Any:
+        # The Connect client itself: the classic builder would refuse while a classic SparkContext runs here.
+        from pyspark.sql.connect.session import SparkSession
+
+        session = SparkSession.builder.remote(with_session_id(self.url, session_id)).create()
+        session.addTag(self._tag)
+        return session
+
+    def session(self) -> Any:
+        """The Spark Connect session, connected on first use (the time counts as the run's ``engine`` phase)."""
+        if self._session is None:
+            started = time.monotonic()
+            check_answers(self.url)
+            self._session = self._connect(session_id_for(self.session_key))
+            try:
+                _ = self._session.version  # one cheap call: a session the server closed fails here
+            except Exception as exc:  # only a closed session is handled here; anything else is re-raised
+                if "SESSION_CLOSED" not in str(exc) and "INVALID_HANDLE" not in str(exc):
+                    raise
+                log.info("Spark Connect session of %s was closed by the server; opening a new one", self.session_key)
+                self._session = self._connect(str(uuid.uuid4()))
+            self.engine_seconds += time.monotonic() - started
+            log.info("Spark Connect %s: session ready in %.2f s", public_url(self.url), self.engine_seconds)
+        return self._session
+
+    def run(self, units: Sequence[UnitSpec]) -> list[UnitResult]:
+        if not units:
+            return []
+        session = self.session()
+        payload = [pickle.dumps(unit) for unit in units]
+        frame = session.range(0, len(units), 1, len(units)).mapInArrow(
+            _copy_partition(payload), "index long, result binary"
+        )
+        rows = sorted(frame.collect(), key=lambda row: row["index"])
+        if len(rows) != len(units):
+            raise RuntimeError(f"Spark Connect returned {len(rows)} result(s) for {len(units)} work unit(s)")
+        return [pickle.loads(row["result"]) for row in rows]
+
+    def interrupt(self) -> None:
+        """Stop this run's Spark jobs (the task is being killed): the server would otherwise finish them."""
+        if self._session is not None:
+            try:
+                self._session.interruptTag(self._tag)
+            except Exception as exc:  # noqa: BLE001 - best effort while being killed
+                log.warning("could not interrupt the Spark Connect jobs: %s", exc)
+
+    def close(self) -> None:
+        """Close the connection but keep the server-side session (and its warm Python workers) for the next run."""
+        if self._session is not None:
+            self._session.client.close()
+            self._session = None
+
+
+__all__ = [
+    "ConnectServerUnreachable",
+    "SparkConnectExecutor",
+    "check_answers",
+    "public_url",
+    "server_address",
+    "session_id_for",
+    "with_session_id",
+]
