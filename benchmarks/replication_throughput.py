@@ -4,10 +4,12 @@ Why this exists (issue 11, item 1): on Apache Kafka, ``mirrorflow replicate`` co
 anything (a plain consume-and-produce loop ~1 s), and its steady rate was 0.80x that loop's. Every change
 meant to fix that has to be measured the same way, so this script measures, in one run and side by side:
 
-* mirrorflow exactly-once and at-least-once through the path the DAGs use: ``mirrorflow replicate`` without
-  ``--in-process``, which runs ``spark-submit spark_apps/mirror_family.py`` (the mirror DAG's app), with
-  ``--family default --report R``;
-* the same two through ``mirrorflow replicate --in-process`` (no Spark);
+* mirrorflow exactly-once and at-least-once through the path the DAGs use: ``mirrorflow replicate --remote
+  sc://...``, whose work units run as Spark tasks on a Spark Connect server (the demo's and compose's engine;
+  the benchmark starts its own local server first, or uses ``--spark-remote``), with ``--family default
+  --report R``;
+* the same two through spark-submit (``--master``: ``spark_apps/mirror_family.py``, a Spark application per run,
+  what a ``spark`` connection does) and through ``mirrorflow replicate --in-process`` (no Spark);
 * the baseline: one single-process confluent-kafka loop (one Consumer, read_committed, all partitions
   assigned; one idempotent Producer, acks=all; positions kept as group commits), run by this script.
 
@@ -22,9 +24,9 @@ starts after the configuration is loaded and the clusters answered. Per variant:
   (N2 - N1) / (t2 - t1), so start-up is not mixed into the rate;
 * the ratios to the baseline, and the issue's targets (met or not) next to the figures.
 
-Each mirrorflow variant has its own source alias (``dageo``, ``dagalo``, ``ipeo``, ``ipalo``), all pointing at
-the same source cluster: the alias names the remote topics (``dageo.bench...``) and the progress topic
-(``mm2-offsets.dageo.internal``), so every variant copies into fresh topics with fresh progress. Runs are
+Each mirrorflow variant has its own source alias (``cceo``, ``ccalo``, ``sseo``, ``ssalo``, ``ipeo``, ``ipalo``),
+all pointing at the same source cluster: the alias names the remote topics (``cceo.bench...``) and the progress
+topic (``mm2-offsets.cceo.internal``), so every variant copies into fresh topics with fresh progress. Runs are
 sequential, so the run locks never meet.
 
 On noida-db, a fetch returns a partition's whole backlog; when that is above the copier's 200 MiB receive limit
@@ -91,6 +93,12 @@ class Variant:
     label: str
     delivery: str = ""
     in_process: bool = False
+    spark_submit: bool = False
+
+    @property
+    def engine(self) -> str:
+        """connect (units on a Spark Connect server, the default), submit (spark-submit) or in-process."""
+        return "in-process" if self.in_process else "submit" if self.spark_submit else "connect"
 
     @property
     def plain(self) -> bool:
@@ -100,8 +108,10 @@ class Variant:
 VARIANTS = {
     v.key: v
     for v in (
-        Variant("dag-eo", "dageo", "mirrorflow exactly-once, DAG path (spark-submit)", "exactly-once"),
-        Variant("dag-alo", "dagalo", "mirrorflow at-least-once, DAG path (spark-submit)", "at-least-once"),
+        Variant("connect-eo", "cceo", "mirrorflow exactly-once, DAG path (Spark Connect)", "exactly-once"),
+        Variant("connect-alo", "ccalo", "mirrorflow at-least-once, DAG path (Spark Connect)", "at-least-once"),
+        Variant("submit-eo", "sseo", "mirrorflow exactly-once, spark-submit", "exactly-once", spark_submit=True),
+        Variant("submit-alo", "ssalo", "mirrorflow at-least-once, spark-submit", "at-least-once", spark_submit=True),
         Variant("inproc-eo", "ipeo", "mirrorflow exactly-once, --in-process", "exactly-once", in_process=True),
         Variant("inproc-alo", "ipalo", "mirrorflow at-least-once, --in-process", "at-least-once", in_process=True),
         Variant("plain", "plain", "plain loop (confluent-kafka, 1 process): baseline"),
@@ -387,9 +397,11 @@ def mirrorflow_config(
 class Runner:
     """Runs one step of one variant as a subprocess and times it; keeps each run's output in a log file."""
 
-    def __init__(self, workdir: Path, config: Path, source: str, target: str, load: Load, master: str) -> None:
+    def __init__(
+        self, workdir: Path, config: Path, source: str, target: str, load: Load, master: str, remote: str
+    ) -> None:
         self.workdir, self.config, self.source, self.target = workdir, config, source, target
-        self.load, self.master = load, master
+        self.load, self.master, self.remote = load, master, remote
         self.count = 0
         script = Path(sys.executable).parent / "mirrorflow"
         self.mirrorflow = [str(script)] if script.exists() else [sys.executable, "-m", "include.mirrorflow.cli"]
@@ -406,7 +418,11 @@ class Runner:
             return [sys.executable, str(Path(__file__).resolve()), "--plain-loop", json.dumps(spec)]
         cmd = [*self.mirrorflow, "replicate", "--config", str(self.config)]
         cmd += ["--flow", f"{variant.alias}->{TARGET_ALIAS}", "--family", "default", "--report", str(report)]
-        cmd += ["--in-process"] if variant.in_process else ["--master", self.master]
+        cmd += {
+            "connect": ["--remote", self.remote],
+            "submit": ["--master", self.master],
+            "in-process": ["--in-process"],
+        }[variant.engine]
         return cmd + (["--topics", ",".join(topics)] if topics else [])
 
     def run(self, variant: Variant, step: str, expected: int, topics: list[str] | None = None) -> Timing:
@@ -608,7 +624,7 @@ def detail_rows(results: list[Result]) -> list[list[str]]:
 def phase_rows(results: list[Result]) -> tuple[list[str], list[list[str]]]:
     """Where the time of a steady-state run goes, from the reports' phases (median per phase).
 
-    "outside" is the wall clock no phase covers: for the DAG path the ``mirrorflow replicate`` process itself
+    "outside" is the wall clock no phase covers: for spark-submit the ``mirrorflow replicate`` process itself
     (Python, imports, its own preflight) before it launches spark-submit, and the exits after the run.
     ``commit`` is part of ``copy``, so it is not added again.
     """
@@ -647,10 +663,32 @@ def clusters(args: argparse.Namespace) -> Iterator[tuple[str, str, bool]]:
         yield pair.primary, pair.backup, True
 
 
+@contextlib.contextmanager
+def spark_connect(args: argparse.Namespace, variants: Sequence[Variant], workdir: Path) -> Iterator[str]:
+    """The Spark Connect server of the connect variants: ``--spark-remote``, else a local one for this run.
+
+    Started before any timed run, as the demo and a deployment have it running already; its first session
+    (new Python workers) is paid by each variant's "first run".
+    """
+    if args.spark_remote or not any(v.engine == "connect" for v in variants):
+        yield args.spark_remote or ""
+        return
+    from include.mirrorflow.replication.local_connect import ensure_local_server, stop_local_server
+
+    directory = workdir / "spark-connect"
+    started = time.perf_counter()
+    url = ensure_local_server(directory=directory, progress=False)
+    say(f"  a local Spark Connect server at {url} (started in {time.perf_counter() - started:.0f} s, not timed)")
+    try:
+        yield url
+    finally:
+        stop_local_server(directory=directory)
+
+
 def run_benchmark(args: argparse.Namespace, variants: list[Variant]) -> tuple[list[Result], Load, bool]:
     workdir = Path(tempfile.mkdtemp(prefix="mirrorflow-throughput-"))
     try:
-        with clusters(args) as (source, target, embedded):
+        with clusters(args) as (source, target, embedded), spark_connect(args, variants, workdir) as remote:
             run_id = "r" + secrets.token_hex(3)  # topic names unique to the run, for shared clusters
             load = Load(run_id, args.records, args.size, args.partitions, args.tiny, TARGET_SMALL_RECORDS)
             rf = args.replication_factor if args.replication_factor is not None else (1 if embedded else -1)
@@ -658,7 +696,7 @@ def run_benchmark(args: argparse.Namespace, variants: list[Variant]) -> tuple[li
             load_source(source, target, load, variants)
             config = workdir / "mm2.properties"
             mirrorflow_config(config, source, target, load, variants, rf, embedded)
-            runner = Runner(workdir, config, source, target, load, args.master)
+            runner = Runner(workdir, config, source, target, load, args.master, remote)
             results = []
             say(f"2. the variants, one after the other (run outputs in {workdir})")
             try:
@@ -699,7 +737,10 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="of the topics mirrorflow creates (default 1 on the embedded clusters, else -1: the broker default)",
     )
-    parser.add_argument("--master", default="local[*,4]", help="Spark master of the DAG path (CLI default)")
+    parser.add_argument("--master", default="local[*,4]", help="Spark master of the spark-submit variants")
+    parser.add_argument(
+        "--spark-remote", help="sc://HOST:PORT of a Spark Connect server for the connect variants (default: local)"
+    )
     parser.add_argument("--keep-topics", action="store_true", help="on given clusters, keep the topics made")
     parser.add_argument("--keep-logs", action="store_true", help="keep every run's output and report")
     parser.add_argument("--plain-loop", help=argparse.SUPPRESS)  # internal: the baseline's subprocess
@@ -764,10 +805,6 @@ def main(argv: list[str] | None = None) -> int:
     if rows:
         print("\nwhere the time goes (median of each phase, so a row need not add up; commit is within copy):\n")
         print(table(rows, phase_header))
-        print(
-            "\nsubmit of --in-process runs is measured by the library from psutil's process start time, which is\n"
-            "only as exact as the kernel's boot time in whole seconds (up to 1 s early): hence a negative 'outside'."
-        )
     failed = [r for r in results if r.error]
     for r in failed:
         print(f"\n{r.variant.key} FAILED: {r.error}")

@@ -1,7 +1,15 @@
-"""The replication step of a mirror DAG: spark-submit of ``spark_apps/mirror_family.py``.
+"""The replication step of a mirror DAG: units on a Spark Connect server, or spark-submit of the Spark app.
 
-A thin subclass of the Spark provider's ``SparkSubmitOperator`` (connection ``spark_default``: local
-mode by default, a cluster by changing the connection) that
+The connection ``spark_default`` chooses the engine by its type:
+
+* ``spark_connect`` (the demo's, the compose topology's): this task plans the run itself and submits its
+  work units to the long-lived Spark Connect server named by the connection (host ``sc://HOST``, port, and
+  optionally a token and ``use_ssl``, as the provider's ``SparkConnectHook`` reads them). A run with nothing
+  new costs about a second; no Spark application is started per run.
+* ``spark`` (local mode, ``spark://``, YARN, Kubernetes): ``spark-submit spark_apps/mirror_family.py``, for
+  clusters where a Spark Connect server is not an option; each run pays a Spark application's start-up.
+
+Either way the task is a thin subclass of the Spark provider's ``SparkSubmitOperator`` that
 
 * builds the app's arguments from the flow, the family and the run's Params at run time,
 * hands cluster settings from Airflow connections to the app through the environment (never on the
@@ -15,6 +23,7 @@ mode by default, a cluster by changing the connection) that
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import tempfile
@@ -22,8 +31,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk.exceptions import AirflowException
+from airflow.sdk import BaseHook
+from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
+from airflow.sdk.log import mask_secret
 
 from include.mirrorflow.config.location import REPO_ROOT
 from include.mirrorflow.config.model import parse_duration
@@ -69,6 +81,7 @@ class MirrorFamilyOperator(SparkSubmitOperator):
         kwargs.setdefault("conf", {"spark.ui.showConsoleProgress": "false", "spark.task.maxFailures": "4"})
         super().__init__(application=str(MIRROR_APP), **kwargs)
         self.flow, self.family, self.config = flow, family, config
+        self._connect_executor: Any = None  # while a Spark Connect run is in progress (on_kill interrupts it)
 
     def execute(self, context: Any) -> dict[str, Any]:
         hook = MirrorflowHook(self.config)
@@ -86,7 +99,10 @@ class MirrorFamilyOperator(SparkSubmitOperator):
             }
             self._hook = None  # a retry builds a new hook with these arguments
             try:
-                super().execute(context)
+                if self._engine() == "spark_connect":
+                    self._run_on_spark_connect(hook)
+                else:
+                    super().execute(context)
             except Exception:
                 report = self._read_report(report_path)
                 failures = report_failures(report) if report else []
@@ -98,6 +114,40 @@ class MirrorFamilyOperator(SparkSubmitOperator):
         if report is None:
             raise RuntimeError(f"the Spark app finished without writing its run report ({report_path})")
         return report
+
+    def _engine(self) -> str:
+        """The type of the ``conn_id`` connection: ``spark_connect``, else spark-submit's ``spark``."""
+        try:
+            return str(BaseHook.get_connection(self._conn_id).conn_type or "spark")
+        except AirflowNotFoundException:
+            return "spark"  # the Spark provider's own defaults for spark-submit
+
+    def _run_on_spark_connect(self, hook: MirrorflowHook) -> None:
+        """The run, driven from this task, its units on the Spark Connect server; raises when it did not copy
+        cleanly (the report it wrote says why, as the Spark app's does)."""
+        from include.mirrorflow.replication import entry
+        from include.mirrorflow.replication.connect import SparkConnectExecutor, public_url
+
+        url = SparkConnectHook(self._conn_id).get_connection_url()
+        if ";" in url:
+            mask_secret(url.split(";", 1)[1])  # a token must never reach the log
+        self.log.info("replicating with the Spark Connect server %s (connection %s)", public_url(url), self._conn_id)
+        args = entry.add_arguments(argparse.ArgumentParser()).parse_args(self.application_args)
+        self._connect_executor = SparkConnectExecutor(url, f"{self.flow}/{self.family}")
+        try:
+            code = entry.run(args, self._connect_executor, config=hook.load())
+        finally:
+            self._connect_executor = None
+        if code != entry.EXIT_OK:
+            raise AirflowException(f"the run ended with exit code {code}")
+
+    def on_kill(self) -> None:
+        """Stop this run's Spark jobs on the Spark Connect server, or the spark-submit process."""
+        executor = getattr(self, "_connect_executor", None)
+        if executor is not None:
+            executor.interrupt()
+        else:
+            super().on_kill()
 
     def _read_report(self, path: Path) -> dict[str, Any] | None:
         """The report the app wrote (logged), or None."""

@@ -29,8 +29,9 @@ from include.mirrorflow.checkpoints.translate import OffsetTranslator
 from include.mirrorflow.config import MirrorConfig, parse_config
 from include.mirrorflow.devcluster import ClusterSpec, DevClusters
 from include.mirrorflow.processes import PidRecord
+from include.mirrorflow.replication.connect import SparkConnectExecutor
 from include.mirrorflow.replication.copy import CHECKPOINT_EVERY_RECORDS
-from include.mirrorflow.replication.executor import LocalExecutor
+from include.mirrorflow.replication.executor import LocalExecutor, UnitExecutor
 from include.mirrorflow.replication.run import replicate
 from include.mirrorflow.wire import OffsetSync
 from tests.conftest import distinct_free_ports
@@ -123,55 +124,62 @@ def load(pair: Pair, topic: str, per_partition: int, partitions: int = 2) -> Non
 # ------------------------------------------------------------------------------------ killed process group
 
 
-def start_replicate(config_file: Path, report: Path) -> subprocess.Popen[bytes]:
-    """``mirrorflow replicate`` through Spark in its own process group (driver JVM, Python workers, all)."""
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
-    command = [
+def replicate_command(config_file: Path, report: Path, remote: str | None = None) -> list[str]:
+    """``mirrorflow replicate`` with spark-submit, or with ``remote`` on that Spark Connect server."""
+    return [
         str(Path(sys.executable).parent / "mirrorflow"),
         "replicate",
         "--config",
         str(config_file),
         "--flow",
         "primary->backup",
-        "--master",
-        "local[2]",
+        *(["--remote", remote] if remote else ["--master", "local[2]"]),
         "--report",
         str(report),
     ]
+
+
+def start_replicate(config_file: Path, report: Path, remote: str | None = None) -> subprocess.Popen[bytes]:
+    """``mirrorflow replicate`` in its own process group: with spark-submit the driver JVM and Python workers are
+    in it; with ``remote`` it is the Spark Connect client alone (the server runs elsewhere)."""
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
     return subprocess.Popen(
-        command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        replicate_command(config_file, report, remote),
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
 
 
 def kill_group_at(process: subprocess.Popen[bytes], bootstrap: str, topic: str, partitions: int, records: int) -> int:
-    """SIGKILL the whole process group once ``records`` are on the target (committed or not)."""
+    """SIGKILL the whole process group of ``process`` once ``records`` are on the target (committed or not)."""
+    written = kill_when_written(process.pid, process, bootstrap, topic, partitions, records)
+    process.wait(30)
+    return written
+
+
+def kill_when_written(
+    pgid: int, copier: subprocess.Popen[bytes], bootstrap: str, topic: str, partitions: int, records: int
+) -> int:
+    """SIGKILL process group ``pgid`` once ``records`` are on the target, while ``copier`` still runs."""
     deadline = time.monotonic() + 240
     written = 0
     watermarks = Watermarks(bootstrap, topic, partitions)
     try:
-        while time.monotonic() < deadline and process.poll() is None:
+        while time.monotonic() < deadline and copier.poll() is None:
             written = watermarks()
             if written >= records:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(30)
+                os.killpg(pgid, signal.SIGKILL)
                 return written
             time.sleep(0.005)
     finally:
         watermarks.close()
-    os.killpg(process.pid, signal.SIGKILL)
-    process.wait(30)
-    pytest.fail(f"the copy ended (exit {process.returncode}) before {records} records were written ({written})")
+    os.killpg(pgid, signal.SIGKILL)
+    pytest.fail(f"the copy ended (exit {copier.returncode}) before {records} records were written ({written})")
 
 
-@pytest.mark.parametrize(
-    ("delivery", "kill_at"),
-    [("exactly-once", 0.15), ("exactly-once", 0.5), ("exactly-once", 0.9), ("at-least-once", 0.5)],
-)
-def test_killed_process_group_loses_nothing(pair: Pair, tmp_path: Path, delivery: str, kill_at: float) -> None:
-    prefix = unique_topic_name(f"kill-{delivery}-{int(kill_at * 100)}")
-    topic = create_topic(pair.primary, prefix, partitions=2)
-    per_partition = 60_000
-    load(pair, topic, per_partition)
+def kill_config(pair: Pair, prefix: str, delivery: str, tmp_path: Path) -> Path:
     config_file = tmp_path / "mm2.properties"
     config_file.write_text(
         config_text(
@@ -180,12 +188,82 @@ def test_killed_process_group_loses_nothing(pair: Pair, tmp_path: Path, delivery
             f"mirrorflow.delivery = {delivery}\nmirrorflow.unit.max.records = 30000\nmirrorflow.lock.ttl = 3s\n",
         )
     )
-    process = start_replicate(config_file, tmp_path / "killed.json")
-    kill_group_at(process, pair.backup, f"primary.{topic}", 2, int(2 * per_partition * kill_at))
+    return config_file
 
+
+@pytest.mark.parametrize(
+    ("delivery", "kill_at", "engine"),
+    [
+        ("exactly-once", 0.15, "spark-submit"),
+        ("exactly-once", 0.5, "spark-submit"),
+        ("exactly-once", 0.9, "spark-submit"),
+        ("at-least-once", 0.5, "spark-submit"),
+        ("exactly-once", 0.5, "spark-connect"),
+        ("at-least-once", 0.5, "spark-connect"),
+    ],
+)
+def test_killed_process_group_loses_nothing(
+    pair: Pair, tmp_path: Path, request: pytest.FixtureRequest, delivery: str, kill_at: float, engine: str
+) -> None:
+    """The replicate process is killed mid-copy. With Spark Connect that is the client (the Airflow task): the
+    job it submitted may still run on the server, and the rerun must fence it, not race it."""
+    prefix = unique_topic_name(f"kill-{delivery}-{int(kill_at * 100)}")
+    topic = create_topic(pair.primary, prefix, partitions=2)
+    per_partition = 60_000
+    load(pair, topic, per_partition)
+    config_file = kill_config(pair, prefix, delivery, tmp_path)
+    remote = request.getfixturevalue("spark_connect") if engine == "spark-connect" else None
+    process = start_replicate(config_file, tmp_path / "killed.json", remote)
+    kill_group_at(process, pair.backup, f"primary.{topic}", 2, int(2 * per_partition * kill_at))
+    # The next run takes the same engine: on Spark Connect it first stops the job the killed client left running.
+    rerun_on = SparkConnectExecutor(remote, "primary->backup/*") if remote else LocalExecutor()
+    try:
+        assert_rerun_completes_the_copy(pair, prefix, topic, delivery, rerun_on)
+    finally:
+        rerun_on.close()
+
+
+def test_killed_spark_connect_server_loses_nothing(pair: Pair, tmp_path: Path) -> None:
+    """The Spark Connect server itself (driver and Python workers) is killed mid-copy, exactly-once; the run
+    fails and says so, and a run on a new server completes the copy without a duplicate."""
+    from include.mirrorflow.replication.local_connect import ensure_local_server, stop_local_server
+
+    prefix = unique_topic_name("kill-server")
+    topic = create_topic(pair.primary, prefix, partitions=2)
+    per_partition = 60_000
+    load(pair, topic, per_partition)
+    config_file = kill_config(pair, prefix, "exactly-once", tmp_path)
+    directory = tmp_path / "spark-connect"
+    url = ensure_local_server(directory=directory, progress=False)
+    try:
+        client = start_replicate(config_file, tmp_path / "killed.json", url)
+        server = PidRecord.load(directory / "server.pid")
+        assert server is not None
+        kill_when_written(server.pgid, client, pair.backup, f"primary.{topic}", 2, per_partition)
+        assert client.wait(120) == 2  # the run saw its engine die: one line, exit 2 (within ~20 s, not 10 min)
+        stop_local_server(directory=directory)  # clears the dead server's record
+        url = ensure_local_server(directory=directory, progress=False)
+        for _ in range(2):  # the killed run's lease (TTL 3 s) may still be held: one wait, then again
+            again = subprocess.run(
+                replicate_command(config_file, tmp_path / "again.json", url),
+                capture_output=True,
+                text=True,
+                timeout=300,
+                check=False,
+            )
+            if again.returncode == 0 or "another run holds the lock" not in again.stderr + again.stdout:
+                break
+            time.sleep(4)
+        assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    finally:
+        stop_local_server(directory=directory)
+    assert values(pair.backup, f"primary.{topic}") == values(pair.primary, topic)  # no duplicate, no gap
+
+
+def assert_rerun_completes_the_copy(pair: Pair, prefix: str, topic: str, delivery: str, executor: UnitExecutor) -> None:
     rerun_config = make_config(pair, prefix, f"mirrorflow.delivery = {delivery}\n")
     for _ in range(2):  # the killed run's lease (TTL 3 s here) may not have expired yet: one wait, then again
-        rerun = replicate(rerun_config, "primary->backup", None, LocalExecutor(), timeout=60)
+        rerun = replicate(rerun_config, "primary->backup", None, executor, timeout=60)
         if rerun.ok or not any("another run holds the lock" in e for e in rerun.errors):
             break
         time.sleep(4)

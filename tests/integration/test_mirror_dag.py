@@ -39,10 +39,23 @@ def recreate_topic(bootstrap: str, topic: str, partitions: int) -> None:
     create_topic(bootstrap, topic, partitions=partitions)
 
 
+@pytest.mark.parametrize("engine", ["spark-submit", "spark-connect"])
 def test_dag_test_replicates_a_family_end_to_end_with_cluster_settings_from_a_connection(
-    kafka_clusters: Any, airflow_db: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    kafka_clusters: Any,
+    airflow_db: None,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
+    engine: str,
 ) -> None:
+    """The ``spark_default`` connection's type chooses the engine: ``spark`` (spark-submit) or ``spark_connect``."""
     from mirrorflow_airflow.mirror_dag import mirror_dags
+
+    if engine == "spark-connect":
+        url = request.getfixturevalue("spark_connect")
+        host, port = url.rsplit(":", 1)
+        connection = {"conn_type": "spark_connect", "host": host, "port": int(port)}
+        monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(connection))
 
     prefix = f"dagt{uuid.uuid4().hex[:6]}"
     # The file names a dead primary; the Airflow connection kafka_primary has the real one. Every task,
@@ -78,6 +91,7 @@ def test_dag_test_replicates_a_family_end_to_end_with_cluster_settings_from_a_co
     }
     json.dumps(report)  # plain data: XCom and the asset event carry it
     assert {"submit", "engine", "lock", "copy", "shutdown"} <= set(report["phases"])  # where the time went
+    assert report["phases"]["engine"] > 0
 
     # The topic is deleted and recreated with fewer records: the next run reports a reset, copies the new
     # incarnation, and the Airflow notifiers hear of it (the run itself POSTs the webhook).

@@ -71,6 +71,15 @@ def test_spark_connection(env: dict[str, str]) -> None:
     assert conn == {"conn_type": "spark", "host": "local[*]", "extra": {"deploy-mode": "client"}}
 
 
+def test_spark_connection_names_the_demos_spark_connect_server(tmp_path: Path) -> None:
+    """The demo's replicate tasks submit to its Spark Connect server; the provider's hook reads the address back."""
+    env = airflow_environment(
+        tmp_path / "home", api_port=18080, config_path=tmp_path / "mm2.properties", spark_url="sc://127.0.0.1:15002"
+    )
+    conn = json.loads(env["AIRFLOW_CONN_SPARK_DEFAULT"])
+    assert conn == {"conn_type": "spark_connect", "host": "sc://127.0.0.1", "port": 15002}
+
+
 def test_log_server_ports_are_free_distinct_and_not_the_defaults(env: dict[str, str]) -> None:
     ports = [int(env[k]) for k in ("AIRFLOW__API__PORT", "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT")]
     ports.append(int(env["AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT"]))

@@ -247,11 +247,18 @@ def test_airflow_settings(services: dict[str, dict[str, Any]]) -> None:
     assert user in " ".join(services["airflow-init"]["command"]), "airflow-init writes the admin's password"
 
 
-def test_spark_connection_points_at_the_standalone_master(services: dict[str, dict[str, Any]]) -> None:
+def test_spark_connection_is_the_spark_connect_server_on_the_standalone_master(
+    services: dict[str, dict[str, Any]],
+) -> None:
     connection = json.loads(environment(services["airflow-scheduler"])["AIRFLOW_CONN_SPARK_DEFAULT"])
-    assert connection["conn_type"] == "spark"
-    assert connection["extra"]["deploy-mode"] == "client"
-    assert connection["host"] == "spark://spark-master:7077"
+    assert connection == {"conn_type": "spark_connect", "host": "sc://spark-connect", "port": 15002}
+    server = services["spark-connect"]
+    command = server["command"]
+    assert command[0] == "/opt/spark/sbin/start-connect-server.sh"
+    assert command[command.index("--master") + 1] == "spark://spark-master:7077"
+    assert "spark.connect.grpc.binding.port=15002" in command and host_ports(server)[15002] == 15002
+    assert environment(server)["SPARK_NO_DAEMONIZE"] == "1"
+    assert environment(server)["PYTHONPATH"] == "/opt/mirrorflow"  # its executors import include.mirrorflow
     master = services["spark-master"]
     assert "7077" in master["command"] and 7077 in host_ports(master).values()
     assert host_ports(master)[8081] == 8080, "Spark master UI on the host's 8081 (Airflow has 8080)"
@@ -259,7 +266,7 @@ def test_spark_connection_points_at_the_standalone_master(services: dict[str, di
 
 
 def test_spark_connection_resolves_in_the_provider(services: dict[str, dict[str, Any]], tmp_path: Path) -> None:
-    """The JSON connection gives the spark-submit arguments we expect (checked by the installed hook)."""
+    """The JSON connection gives the Spark Connect address we expect (checked by the installed hook)."""
     env = {
         **os.environ,
         "AIRFLOW_HOME": str(tmp_path),
@@ -267,16 +274,15 @@ def test_spark_connection_resolves_in_the_provider(services: dict[str, dict[str,
     }
     code = (
         "import json\n"
-        "from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook\n"
-        "c = SparkSubmitHook(conn_id='spark_default')._connection\n"
-        "print('RESULT ' + json.dumps([c['master'], c['deploy_mode']]))\n"
+        "from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook\n"
+        "print('RESULT ' + json.dumps(SparkConnectHook(conn_id='spark_default').get_connection_url()))\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", code], check=False, env=env, capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0, result.stderr
     line = next(ln for ln in result.stdout.splitlines() if ln.startswith("RESULT "))
-    assert json.loads(line.removeprefix("RESULT ")) == ["spark://spark-master:7077", "client"]
+    assert json.loads(line.removeprefix("RESULT ")) == "sc://spark-connect:15002/"
 
 
 def test_spark_driver_is_reachable_from_the_executors(services: dict[str, dict[str, Any]]) -> None:
@@ -287,7 +293,7 @@ def test_spark_driver_is_reachable_from_the_executors(services: dict[str, dict[s
 
 
 def test_spark_services_see_the_repository(services: dict[str, dict[str, Any]]) -> None:
-    for name in ("spark-master", "spark-worker"):
+    for name in ("spark-master", "spark-worker", "spark-connect"):
         service = services[name]
         assert bind_mounts(service)["/opt/mirrorflow"] == REPO_ROOT
         assert ("/opt/mirrorflow", True) in {(target, ro) for _, target, ro in mounts(service)}

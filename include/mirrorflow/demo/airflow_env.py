@@ -149,10 +149,16 @@ def _airflow_settings(home: Path, api_port: int) -> dict[str, str]:
     }
 
 
-def _runtime_settings(config_path: Path, env: Mapping[str, str]) -> dict[str, str]:
+def spark_connect_connection(url: str) -> str:
+    """The ``spark_default`` connection (JSON) naming the Spark Connect server at ``sc://HOST:PORT``."""
+    host, _, port = url.removeprefix("sc://").rstrip("/").rpartition(":")
+    return json.dumps({"conn_type": "spark_connect", "host": f"sc://{host}", "port": int(port)})
+
+
+def _runtime_settings(config_path: Path, env: Mapping[str, str], spark_url: str | None) -> dict[str, str]:
     return {
         "MIRRORFLOW_CONFIG": str(Path(config_path).absolute()),
-        "AIRFLOW_CONN_SPARK_DEFAULT": SPARK_CONNECTION,
+        "AIRFLOW_CONN_SPARK_DEFAULT": spark_connect_connection(spark_url) if spark_url else SPARK_CONNECTION,
         **spark_environment(env, keep_choices=False),
     }
 
@@ -163,16 +169,18 @@ def airflow_environment(
     api_port: int,
     config_path: Path,
     base: Mapping[str, str] | None = None,
+    spark_url: str | None = None,
 ) -> dict[str, str]:
     """A full environment (a copy of ``base``, default ``os.environ``) for Airflow processes of ``home``.
 
     Creates ``home``, its JWT secret and its passwords file if they do not exist yet.  The metadata
     database is Airflow's default, SQLite under ``home``.  The log-server ports are free ports
-    chosen now, so call this shortly before starting the processes.
+    chosen now, so call this shortly before starting the processes. ``spark_url``: the Spark Connect server the
+    replicate tasks use (the demo's); without it, ``spark_default`` is spark-submit in local mode.
     """
     home = Path(home).absolute()
     home.mkdir(parents=True, exist_ok=True)
     env = AirflowEnvironment(os.environ if base is None else base)
     env.update(_airflow_settings(home, api_port))
-    env.update(_runtime_settings(config_path, env))
+    env.update(_runtime_settings(config_path, env, spark_url))
     return env

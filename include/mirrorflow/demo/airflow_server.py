@@ -61,10 +61,11 @@ class AirflowServer:
     the secrets written by :func:`airflow_environment`.
     """
 
-    def __init__(self, home: Path, api_port: int, config_path: Path) -> None:
+    def __init__(self, home: Path, api_port: int, config_path: Path, spark_url: str | None = None) -> None:
         self.home = Path(home).absolute()
         self.api_port = api_port
         self.config_path = Path(config_path).absolute()
+        self.spark_url = spark_url  # the Spark Connect server of the replicate tasks (else local spark-submit)
         self._process = self.session(self.home)
         self._token: str | None = None
 
@@ -129,7 +130,9 @@ class AirflowServer:
         airflow = Path(sys.executable).parent / "airflow"
         if not airflow.exists():
             raise AirflowServerError(f"{airflow} not found: run `make install`")
-        env = airflow_environment(self.home, api_port=self.api_port, config_path=self.config_path)
+        env = airflow_environment(
+            self.home, api_port=self.api_port, config_path=self.config_path, spark_url=self.spark_url
+        )
         self._token = None
         self._process.start(
             [str(airflow), "standalone"],

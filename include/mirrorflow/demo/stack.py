@@ -38,6 +38,7 @@ from ..devcluster import (
     wait_for_kafka,
 )
 from ..processes import ProcessControlError, SessionProcess, file_lock, port_is_free, port_owner
+from ..replication import local_connect
 from .airflow_env import API_HOST, admin_login
 from .airflow_server import AirflowServer, AirflowServerError
 from .traffic import DEFAULT_RATE, DEMO_GROUPS, DEMO_TOPICS, ensure_topics
@@ -60,7 +61,15 @@ _INCOMPLETE = "The demo is not complete. `make demo-stop` stops what started; `m
 
 #: What a step of ``demo up`` may fail with; the message is shown as is.
 _KAFKA_FAILURES = (KafkaException, TimeoutError)
-_FAILURES = (DevClusterError, AirflowServerError, ProcessControlError, OSError, ValueError, *_KAFKA_FAILURES)
+_FAILURES = (
+    DevClusterError,
+    AirflowServerError,
+    local_connect.LocalServerError,
+    ProcessControlError,
+    OSError,
+    ValueError,
+    *_KAFKA_FAILURES,
+)
 
 
 def _print(line: str = "") -> None:
@@ -229,8 +238,20 @@ def _airflow_port(paths: DemoPaths, out: Out) -> int:
     return port
 
 
-def _airflow_up(paths: DemoPaths, config: Path, out: Out) -> AirflowServer:
-    server = AirflowServer(paths.airflow_home, _airflow_port(paths, out), config)
+def _spark_connect_up(out: Out) -> str:
+    """The machine's Spark Connect server (the one ``mirrorflow replicate`` uses), started if it does not run."""
+    running = local_connect.status()
+    if running.running and running.url:
+        out(f"Spark Connect server already running (pid {running.pid}) at {running.url}")
+    else:
+        out(f"starting the Spark Connect server (about 15 s; log {_show(running.log_file)})...")
+    url = local_connect.ensure_local_server(progress=False)
+    out(f"  Spark Connect at {url}: the mirror DAGs' replicate tasks submit their work units there")
+    return url
+
+
+def _airflow_up(paths: DemoPaths, config: Path, spark_url: str, out: Out) -> AirflowServer:
+    server = AirflowServer(paths.airflow_home, _airflow_port(paths, out), config, spark_url)
     if server.running():
         out(f"Airflow already running (pid {server.pid}) at {server.url}")
     else:
@@ -299,7 +320,7 @@ def demo_up(out: Out = _print) -> int:
         with file_lock(paths.root):
             _clusters_up(paths, out)
             _traffic_up(paths, out)
-            server = _airflow_up(paths, config_file, out)
+            server = _airflow_up(paths, config_file, _spark_connect_up(out), out)
             try:
                 result = _dags_up(server, dags, out)
                 _companion_dags_up(server, config, out)
@@ -392,6 +413,7 @@ def demo_down(out: Out = _print) -> int:
     steps: list[tuple[str, Callable[[], object]]] = [
         ("demo traffic", lambda: out(f"demo traffic: {_traffic(paths).stop(timeout=30)}")),
         ("Airflow", lambda: out(f"Airflow: {AirflowServer.session(paths.airflow_home).stop(timeout=60)}")),
+        ("Spark Connect", lambda: out(f"Spark Connect server: {local_connect.stop_local_server()}")),
         ("Kafka clusters", lambda: _clusters_down(paths, out)),
     ]
     failed = 0

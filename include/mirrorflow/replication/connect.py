@@ -10,8 +10,9 @@ wave never share a partition, so order is kept), mapped with ``mapInArrow`` to t
 The units travel inside the function's closure, never through a DataFrame column a UI could show.
 
 Each flow family uses its own stable Spark Connect session id, so the server keeps that session (and its
-Python workers, which keep their imports and connections) warm between runs. A session the server has
-closed (idle timeout, restart) is replaced by a fresh one. Records never pass through the driver.
+Python workers, which keep their imports and connections) warm between runs, and a run can stop what a
+killed earlier run of the same family left running there. A session the server has closed (idle timeout,
+restart) is replaced by a fresh one. Records never pass through the driver.
 """
 
 from __future__ import annotations
@@ -37,6 +38,11 @@ SESSION_NAMESPACE = uuid.UUID("6f2b7f0e-3a55-4c1e-9b1f-6d4f4a6c2e11")
 #: How long to wait for the server's port before saying it does not answer (the gRPC client alone would retry
 #: for minutes).
 ANSWER_TIMEOUT_S = 5.0
+
+
+#: After interrupting a job, how long its Python tasks may still run: Spark kills a task's Python worker
+#: ``spark.python.task.killTimeout`` (2 s) after the interrupt.
+TASK_KILL_WAIT_S = 3.0
 
 
 class ConnectServerUnreachable(RuntimeError):
@@ -78,7 +84,8 @@ def check_answers(url: str, timeout: float = ANSWER_TIMEOUT_S) -> None:
             return
     except OSError as exc:
         raise ConnectServerUnreachable(
-            f"the Spark Connect server {public_url(url)} does not answer ({exc.strerror or exc})"
+            f"the Spark Connect server {public_url(url)} does not answer ({exc.strerror or exc}); nothing "
+            "committed is lost: the next run resumes from the stored progress"
         ) from None
 
 
@@ -111,9 +118,15 @@ class SparkConnectExecutor:
 
     def _connect(self, session_id: str) -> Any:
         # The Connect client itself: the classic builder would refuse while a classic SparkContext runs here.
+        from pyspark.sql.connect.client.retries import DefaultPolicy
         from pyspark.sql.connect.session import SparkSession
 
         session = SparkSession.builder.remote(with_session_id(self.url, session_id)).create()
+        # pyspark retries an unavailable server for 10 minutes or more; a run fails within ~20 s instead (the
+        # DAG's retries and the next schedule come back to it) and never hangs an Airflow slot.
+        session.client.set_retry_policies(
+            [DefaultPolicy(max_retries=8, initial_backoff=200, backoff_multiplier=2.0, max_backoff=5000)]
+        )
         session.addTag(self._tag)
         return session
 
@@ -130,9 +143,26 @@ class SparkConnectExecutor:
                     raise
                 log.info("Spark Connect session of %s was closed by the server; opening a new one", self.session_key)
                 self._session = self._connect(str(uuid.uuid4()))
+            self._stop_leftover_jobs()
             self.engine_seconds += time.monotonic() - started
             log.info("Spark Connect %s: session ready in %.2f s", public_url(self.url), self.engine_seconds)
         return self._session
+
+    def _stop_leftover_jobs(self) -> None:
+        """Interrupt jobs still running in this flow family's session: an earlier run's client died (a killed
+        Airflow task) while the server went on copying its units. This run holds the family's lock, so nothing
+        else may copy the family now; exactly-once would fence them anyway, but at-least-once would race them."""
+        leftover = self._session.interruptAll()
+        if leftover:
+            log.warning(
+                "interrupted %d Spark job(s) an earlier run of %s left running on %s (its client died); waiting "
+                "%.0f s for their tasks to stop",
+                len(leftover),
+                self.session_key,
+                public_url(self.url),
+                TASK_KILL_WAIT_S,
+            )
+            time.sleep(TASK_KILL_WAIT_S)
 
     def run(self, units: Sequence[UnitSpec]) -> list[UnitResult]:
         if not units:
@@ -142,7 +172,12 @@ class SparkConnectExecutor:
         frame = session.range(0, len(units), 1, len(units)).mapInArrow(
             _copy_partition(payload), "index long, result binary"
         )
-        rows = sorted(frame.collect(), key=lambda row: row["index"])
+        try:
+            rows = sorted(frame.collect(), key=lambda row: row["index"])
+        except BaseException:  # Ctrl-C, a failed job: the server would otherwise finish the other tasks
+            check_answers(self.url)  # a server that died mid-copy: say so in one line (nothing to interrupt)
+            self.interrupt()
+            raise
         if len(rows) != len(units):
             raise RuntimeError(f"Spark Connect returned {len(rows)} result(s) for {len(units)} work unit(s)")
         return [pickle.loads(row["result"]) for row in rows]

@@ -20,10 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..devcluster import free_port, state_root
-from ..processes import SessionProcess, file_lock
+from ..processes import SessionProcess, file_lock, port_is_free
 from .spark_env import spark_environment
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+#: Spark Connect's own default port, when free: the address stays the same across restarts (Airflow's
+#: ``spark_default`` connection in the demo names it).
+PREFERRED_PORT = 15002
 START_TIMEOUT_S = 120.0
 #: Sessions idle this long are closed by the server (Spark's default is 60 min; a daily schedule would then
 #: pay new Python workers every run). A closed session is replaced by the client anyway.
@@ -105,12 +108,13 @@ def ensure_local_server(
 
     ``directory`` holds its record and log (default :func:`state_dir`; tests use their own).
     """
+    machine_wide = directory is None  # the machine's own server gets the stable port; tests' servers any free one
     directory = directory or state_dir()
     process = _process(directory)
     with file_lock(directory):
         record = process.record()
         if record is None:
-            port = free_port()
+            port = PREFERRED_PORT if machine_wide and port_is_free("127.0.0.1", PREFERRED_PORT) else free_port()
             if progress:
                 print(
                     f"starting a local Spark Connect server on port {port} (once; `mirrorflow dev down` stops it)",
