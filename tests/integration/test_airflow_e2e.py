@@ -1,4 +1,5 @@
-"""End to end, as the demo runs it: ``airflow standalone`` with this checkout's DAGs, driven over REST API v2.
+"""End to end, as the demo runs it: ``airflow standalone`` with this checkout's DAGs, driven over REST API v2,
+its replicate tasks submitting their units to a Spark Connect server.
 
 Starts a real Airflow (scheduler, DAG processor, API server) on a free loopback port with its own home,
 triggers a mirror DAG with Params the way the UI's form does, waits for the run, checks the copy on the
@@ -37,7 +38,9 @@ def write_config(path: Path, clusters: Any, prefix: str) -> Path:
 
 
 @pytest.mark.timeout(600)
-def test_a_mirror_dag_triggered_over_the_rest_api_replicates(kafka_clusters: Any, tmp_path: Path) -> None:
+def test_a_mirror_dag_triggered_over_the_rest_api_replicates(
+    kafka_clusters: Any, spark_connect: str, tmp_path: Path
+) -> None:
     prefix = f"e2e{uuid.uuid4().hex[:6]}"
     config = write_config(tmp_path / "mm2.properties", kafka_clusters, prefix)
     wanted = create_topic(kafka_clusters.primary, f"{prefix}.wanted", partitions=2)
@@ -48,7 +51,7 @@ def test_a_mirror_dag_triggered_over_the_rest_api_replicates(kafka_clusters: Any
     produce(kafka_clusters.primary, wanted, sent)
     produce(kafka_clusters.primary, other, [{"key": b"x", "value": b"not asked for"}])
 
-    server = AirflowServer(tmp_path / "airflow", free_port(), config)
+    server = AirflowServer(tmp_path / "airflow", free_port(), config, spark_connect)  # the demo's engine
     dag_id = "mirror__primary__backup__e2e"
     try:
         server.start(timeout=240)
@@ -69,6 +72,7 @@ def test_a_mirror_dag_triggered_over_the_rest_api_replicates(kafka_clusters: Any
         )
         report = xcom["value"]
         assert report["records"] == 30 and report["lag"] == 0 and report["ok"] is True
+        assert report["phases"]["engine"] > 0  # the units ran on the Spark Connect server
         assert sorted(p["topic"] for p in report["partitions"]) == [wanted, wanted]
         events = server.request("GET", "/api/v2/assets/events?source_dag_id=" + dag_id)
         assert [e["extra"]["records"] for e in events["asset_events"]] == [30]
