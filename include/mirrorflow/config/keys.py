@@ -177,7 +177,13 @@ _SPECS = [
         maximum=INT32_MAX,
     ),
     _k("mirrorflow.unit.max.bytes", "int", "67108864", "bytes per work unit", minimum=1024, maximum=INT64_MAX),
-    _k("mirrorflow.poll.interval", "duration", "5s", "pause between micro-batches in continuous mode"),
+    _k(
+        "mirrorflow.poll.interval",
+        "duration",
+        "1s",
+        "continuous mode: pause after a micro-batch that found nothing new (while records arrive, batches run back "
+        "to back)",
+    ),
     _k(
         "mirrorflow.lock.ttl",
         "duration",
