@@ -11,19 +11,36 @@ At-least-once: an idempotent producer; progress is written only after every reco
 acknowledged, so a failure can repeat records but never lose one. Progress is checkpointed inside a unit
 too (``CHECKPOINT_EVERY_RECORDS``, ``CHECKPOINT_EVERY_S``), so a crash repeats at most that many records.
 
+Speed (issue 11): the copy loop takes large consumer batches (``CONSUME_BATCH``, never more than the unit still
+needs, so the call returns as soon as the unit's last record is there instead of waiting out a timeout), and
+pauses the source partition as soon as that last record is in hand: a consumer left at the end of a partition
+keeps fetching (the embedded test broker answers such fetches at once, thousands a second, which cost a third of
+a core on each side for as long as the unit went on producing). Per record the loop only reads the message,
+produces it and notes its source offset. Where each copy landed comes from one delivery callback shared by all
+records (no object per record): the producer is idempotent and writes one partition, so the broker appends the
+copies in the order they were sent, and the i-th record sent is the one at the i-th lowest target offset
+reported (see ``_runs``). Producers are kept per process between units (``KEEP_PRODUCERS``): a transactional one
+per ``transactional.id``, so a later unit of the same partition in the same process (a Spark Connect worker, a
+later wave on the same Spark worker) skips ``init_transactions``; a kept producer first proves it still owns its
+id with one record, and a fenced one is replaced by a new producer that fences the other holder, as every unit
+did before.
+
 Failures are worded in Kafka's terms (error name, topic, partition, offset) and marked retriable when
 they are transient (a broker restarting, a leader moving), so the run retries the unit rather than fail.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import time
+from collections import OrderedDict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from ..wire import CopiedRun, OffsetSync, source_offset_value
 from .progress import StoredProgress, fingerprint, read_stored_progress
@@ -37,6 +54,27 @@ CHECKPOINT_EVERY_S = 1.0
 CHECKPOINT_EVERY_RECORDS = 10_000
 """At-least-once: a unit stores progress at least every second and every 10,000 records of a partition, so a
 crash repeats at most 10,000 records per partition (fewer at low rates)."""
+
+CONSUME_BATCH = 50_000
+CONSUME_BYTES = 64 * 1024 * 1024
+"""Records asked of the consumer per call: at most ``CONSUME_BATCH``, about ``CONSUME_BYTES`` at the unit's
+record size so far, and never more than the unit still needs (so the call returns as soon as the last of them is
+there). A call costs the same for one record as for thousands, and librdkafka has usually fetched them already."""
+
+#: How long one consume call waits when fewer records than asked are there (a transactional source's markers
+#: and aborted records take offsets without being delivered); the unit's own timeout is counted across calls.
+_CONSUME_WAIT_S = 0.1
+
+#: librdkafka settings of the copier's clients unless the flow's client configuration sets them.
+#: Producer: a longer linger lets batches fill (fewer, larger produce requests: less work for both ends); a
+#: copy is never waiting on a single record, since the consumer hands them over by the thousand.
+#: Consumer: one partition per consumer, so a fetch may bring more of it than librdkafka's 1 MiB default.
+PRODUCER_DEFAULTS: dict[str, Any] = {"linger.ms": 20}
+CONSUMER_DEFAULTS: dict[str, Any] = {"max.partition.fetch.bytes": 8 * 1024 * 1024}
+
+KEEP_PRODUCERS = 16
+"""Idle record producers kept per process (least recently used dropped first): each holds connections and a
+few librdkafka threads."""
 
 _FENCED = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
 
@@ -105,21 +143,12 @@ def copy_unit(spec: UnitSpec) -> UnitResult:
     """Run one unit and describe the outcome; never raises, so one bad partition cannot hide the others."""
     started = time.monotonic()
     unit = _UnitCopy(spec)
-    try:
-        unit.run()
-        result = unit.result
-    except _Fenced:
-        result = unit.ended("fenced", "fenced by a newer producer of this partition (a retry or another run)")
-    except UnitFailed as exc:
-        result = unit.ended("failed", str(exc), retriable=exc.retriable)
-    except KafkaException as exc:
-        error = exc.args[0] if exc.args else exc
-        where = f"{spec.topic}[{spec.partition}] -> {spec.remote_topic}"
-        result = unit.ended("failed", f"{where}: {kafka_words(error)}", retriable=is_retriable(error))
-    except TimeoutError as exc:
-        result = unit.ended("failed", str(exc), retriable=True)
-    except Exception as exc:  # noqa: BLE001 - reported per partition in the run report
-        result = unit.ended("failed", f"{type(exc).__name__}: {exc}")
+    result = unit.attempt()
+    if unit.reused and unit.producer_broken and result.records == 0:
+        # A producer kept from an earlier unit was fenced since (another process took the partition's id, e.g. a
+        # retried task) or broke while idle. Nothing was committed: do what a unit always did, with a new producer.
+        unit = _UnitCopy(spec, reuse=False)
+        result = unit.attempt()
     result.seconds = round(time.monotonic() - started, 3)
     return result
 
@@ -129,25 +158,35 @@ def _is_fenced(error: object) -> bool:
     return isinstance(error, KafkaError) and error.code() in _FENCED
 
 
-def _delivered(
-    store: list[tuple[int, int]], errors: list[Any], upstream: int, err: KafkaError | None, message: Any
-) -> None:
+def _control_delivered(errors: list[Any], upstream: int, err: KafkaError | None, message: Any) -> None:
+    """Delivery report of a progress record (one per checkpoint)."""
     # Keep the error object: formatting it inside librdkafka's callback can fail on a fenced producer.
     if err is not None:
         errors.append((upstream, err, len(message.key() or b"") + len(message.value() or b"")))
-    else:
-        store.append((upstream, message.offset()))
 
 
-def _runs(pairs: list[tuple[int, int]]) -> list[Run]:
-    """Split (upstream, downstream) pairs into ranges where both sides advance by one."""
+def _runs(upstream: Sequence[int], downstream: Sequence[int]) -> list[Run]:
+    """Ranges where both sides advance by one; ``upstream[i]`` (sent in this order) landed at ``downstream[i]``.
+
+    Both lists are strictly increasing: records are sent in source order, and ``downstream`` is the sorted
+    target offsets the delivery reports gave. Pairing the i-th record sent with the i-th lowest target offset is
+    exact because the idempotent producer writes one partition in send order (librdkafka's ordering guarantee,
+    the one mirrorflow's per-partition order rests on), so the order reports arrive in does not matter.
+    """
+    n = len(upstream)
+    if n != len(downstream):
+        raise ValueError(f"{n} record(s) sent but {len(downstream)} target offset(s)")
+    if n == 0:
+        return []
+    if upstream[-1] - upstream[0] == n - 1 and downstream[-1] - downstream[0] == n - 1:
+        return [Run(upstream[0], downstream[0], upstream[-1], downstream[-1])]  # the usual case: one run
     runs: list[Run] = []
-    for upstream, downstream in sorted(pairs):
-        last = runs[-1] if runs else None
-        if last and upstream == last.end_upstream + 1 and downstream == last.end_downstream + 1:
-            runs[-1] = Run(last.start_upstream, last.start_downstream, upstream, downstream)
-        else:
-            runs.append(Run(upstream, downstream, upstream, downstream))
+    first = 0
+    for i in range(1, n):
+        if upstream[i] != upstream[i - 1] + 1 or downstream[i] != downstream[i - 1] + 1:
+            runs.append(Run(upstream[first], downstream[first], upstream[i - 1], downstream[i - 1]))
+            first = i
+    runs.append(Run(upstream[first], downstream[first], upstream[-1], downstream[-1]))
     return runs
 
 
@@ -187,20 +226,37 @@ def _stored(spec: UnitSpec) -> StoredProgress | None:
     ).get((spec.topic, spec.partition))
 
 
+def _headers_size(headers: list[tuple[str, bytes | None]]) -> int:
+    return sum(len(k) + len(v or b"") for k, v in headers)
+
+
+def _last_offset(messages: list[Any]) -> int:
+    """Offset of the last record in a consumer batch (-1 when it holds only events such as end of partition)."""
+    for message in reversed(messages):
+        if message.error() is None:
+            return int(message.offset())
+    return -1
+
+
 class _UnitCopy:
     """One unit's copy: records sent since the last checkpoint, and what was committed so far."""
 
-    def __init__(self, spec: UnitSpec) -> None:
+    def __init__(self, spec: UnitSpec, *, reuse: bool = True) -> None:
         self.spec = spec
         self.exactly_once = spec.delivery == "exactly-once"
         self.result = UnitResult(spec.topic, spec.partition, "copied")
         self.producer: Producer | None = None
-        self.pairs: list[tuple[int, int]] = []  # (upstream, downstream) acknowledged since the last checkpoint
+        self.reuse = reuse  # may take a producer kept from an earlier unit
+        self.reused = False  # it did
+        self.producer_broken = False  # fenced, or failed in a way that leaves the producer unusable
+        self.sent_offsets: list[int] = []  # upstream offsets sent since the last checkpoint, in send order
+        self.acked: list[int] = []  # target offsets of the records acknowledged since then, as reported
+        self.failed = 0  # records reported failed since then
         self.errors: list[tuple[int, KafkaError, int]] = []  # (upstream, error, bytes)
-        self.sent = 0  # records sent since the last checkpoint
+        self.delivered = self._delivery_callback()
         self.sent_total = 0
-        self.sent_bytes = 0
-        self.sent_first: int | None = None
+        self.sent_bytes = 0  # bytes sent since the last checkpoint
+        self.bytes_total = 0
         self.last_message: Any = None  # the last record sent: its offset and fingerprint go with the progress
         self.source_last: str | None = None
         self.previous = -1  # last copied upstream offset before this unit's next run (-1: claim nothing)
@@ -212,16 +268,50 @@ class _UnitCopy:
         self.result.status, self.result.error, self.result.retriable = status, error, retriable
         return self.result
 
+    def attempt(self) -> UnitResult:
+        """Run the unit; the outcome, never an exception."""
+        spec = self.spec
+        try:
+            self.run()
+            return self.result
+        except _Fenced:
+            self.producer_broken = True
+            return self.ended("fenced", "fenced by a newer producer of this partition (a retry or another run)")
+        except UnitFailed as exc:
+            return self.ended("failed", str(exc), retriable=exc.retriable)
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else exc
+            if isinstance(error, KafkaError) and error.fatal():
+                self.producer_broken = True
+            where = f"{spec.topic}[{spec.partition}] -> {spec.remote_topic}"
+            return self.ended("failed", f"{where}: {kafka_words(error)}", retriable=is_retriable(error))
+        except TimeoutError as exc:
+            return self.ended("failed", str(exc), retriable=True)
+        except Exception as exc:  # noqa: BLE001 - reported per partition in the run report
+            return self.ended("failed", f"{type(exc).__name__}: {exc}")
+
     def run(self) -> None:
         spec = self.spec
-        config = {**spec.target_producer, "enable.idempotence": True, "acks": "all"}
+        if spec.emit_syncs and not spec.syncs_on_target:
+            # Made now, not at the first checkpoint: a new idempotent producer gets its producer id about 0.5 s
+            # after it is created (librdkafka's retry timer), which then passes while this unit copies.
+            with contextlib.suppress(KafkaException):
+                _syncs_producer(spec.syncs_producer)
+        config = {**PRODUCER_DEFAULTS, **spec.target_producer, "enable.idempotence": True, "acks": "all"}
         if self.exactly_once:
             config["transactional.id"] = spec.transactional_id
-        self.producer = Producer(config)
+        key = _producer_key(config)
+        self.producer = _KEPT_PRODUCERS.pop(key, None) if self.reuse else None
+        self.reused = self.producer is not None
+        if self.producer is None:
+            self.producer = Producer(config)
+            if self.exactly_once:
+                # Fences zombies and waits for their transactions to end; a kept producer did this when it was made.
+                self.producer.init_transactions(spec.timeout_s)
         if not self.exactly_once:
             self._copy()
+            _keep_producer(key, self.producer)
             return
-        self.producer.init_transactions(spec.timeout_s)  # fences zombies and waits for their transactions to end
         try:
             self._copy()
         except (KafkaException, SystemError, UnitFailed, TimeoutError, _Fenced) as exc:
@@ -232,7 +322,9 @@ class _UnitCopy:
             except KafkaException as abort_error:
                 if _is_fenced(abort_error.args[0]):
                     raise _Fenced() from None
+                self.producer_broken = True
             raise exc from None
+        _keep_producer(key, self.producer)  # only a producer whose transaction committed (or never began)
 
     def _copy(self) -> None:
         spec, result = self.spec, self.result
@@ -273,74 +365,87 @@ class _UnitCopy:
         if result.records == 0 and not reset and position == start:
             result.status = "noop"
 
+    def _batch_size(self, position: int) -> int:
+        """Records to ask the consumer for: never past the unit's end, its record limit or a fault."""
+        spec = self.spec
+        want = min(CONSUME_BATCH, spec.end - position, spec.max_records - self.result.records - len(self.sent_offsets))
+        if self.sent_total:
+            want = min(want, CONSUME_BYTES * self.sent_total // max(1, self.bytes_total))
+        fault = spec.fault
+        if fault is not None and fault.stage == "before-commit" and self.sent_total < fault.after_records:
+            want = min(want, fault.after_records - self.sent_total)
+        return max(1, want)
+
     def _copy_records(self, consumer: Consumer, start: int) -> int:
         """Copy from ``start`` up to ``spec.end`` or the unit's limits; return the next offset to copy."""
         spec, producer = self.spec, self.producer
         assert producer is not None
+        end = spec.end
         position = start
         last_record = time.monotonic()
         tp = TopicPartition(spec.topic, spec.partition)
         first = True
-
-        def forward(message: Any) -> bool:
-            """Produce one record; True when the unit's limits are reached."""
-            nonlocal position, last_record
-            offset = message.offset()
-            ts_type, ts = message.timestamp()
-            extra: dict[str, Any] = {} if ts_type == TIMESTAMP_NOT_AVAILABLE or ts < 0 else {"timestamp": ts}
-            headers = message.headers()
-            size = (
-                len(message.key() or b"")
-                + len(message.value() or b"")
-                + sum(len(k) + len(v or b"") for k, v in headers or [])
-            )
-            self._produce(message, offset, size, headers, extra)
-            self.sent += 1
-            self.sent_total += 1
-            self.sent_bytes += size
-            self.sent_first = offset if self.sent_first is None else self.sent_first
-            self.last_message = message
-            position = offset + 1
-            last_record = time.monotonic()
-            _maybe_fail(spec, "before-commit", self.sent_total, producer)
-            if not self.exactly_once and (
-                self.sent >= CHECKPOINT_EVERY_RECORDS or time.monotonic() - self.last_checkpoint >= CHECKPOINT_EVERY_S
-            ):
-                self._checkpoint(position)
-            copied = self.result.records + self.sent
-            return copied >= spec.max_records or self.result.bytes + self.sent_bytes >= spec.max_bytes
+        paused = False
+        probe = self.reused  # a kept producer: one record first, to learn at once whether it was fenced
 
         while True:
-            messages = consumer.consume(500, timeout=0.5)
+            messages = consumer.consume(1 if probe else self._batch_size(position), timeout=_CONSUME_WAIT_S)
             reached_eof = not messages
-            for message in messages:
-                if message.error():
-                    if message.error().code() == KafkaError._PARTITION_EOF:
-                        reached_eof = True
-                        continue
-                    if message.error().code() == KafkaError._AUTO_OFFSET_RESET:
-                        self.result.truncated = True
-                        return position
-                    raise KafkaException(message.error())
-                if first and message.offset() > start:
-                    for missed in _skipped_committed(spec, start, min(message.offset(), spec.end)):
-                        if forward(missed):
+            if first and messages:
+                offset = next((m.offset() for m in messages if m.error() is None), None)
+                if offset is not None:
+                    first = False
+                    if offset > start:
+                        position, limit = self._send_skipped(start, min(offset, end), position)
+                        if limit:
                             return position
-                first = False
-                if message.offset() >= spec.end:
-                    return spec.end
-                if forward(message):
+            if messages and not paused and _last_offset(messages) >= end - 1:
+                # The unit's last record is here: stop fetching now, not after producing the batch. A consumer at
+                # the end of a partition keeps long-polling (and a broker that answers at once, like the embedded
+                # test broker, turns that into thousands of fetches a second, on both sides).
+                consumer.pause([tp])
+                paused = True
+            done = 0
+            while done < len(messages):
+                # At-least-once stores progress every CHECKPOINT_EVERY_RECORDS: a batch is sent in slices that end there.
+                room = len(messages) if self.exactly_once else max(1, CHECKPOINT_EVERY_RECORDS - len(self.sent_offsets))
+                chunk = messages[done : done + room] if done or room < len(messages) else messages
+                done += len(chunk)
+                stop, eof = self._send(chunk, position)
+                reached_eof = reached_eof or eof
+                if self.last_message is not None and self.last_message.offset() >= position:
+                    position = self.last_message.offset() + 1
+                    last_record = time.monotonic()
+                producer.poll(0)
+                if probe and self.sent_total:
+                    producer.flush(spec.timeout_s)  # its report says whether this producer still owns the id
+                    probe = False
+                if self.errors:  # fail fast; first let every record sent so far have its report, to name the cause
+                    if len(self.acked) + self.failed < len(self.sent_offsets):
+                        producer.flush(min(spec.timeout_s, 10))
+                    self._raise_delivery_failure()
+                _maybe_fail(spec, "before-commit", self.sent_total, producer)
+                if stop is not None:
+                    return stop
+                if position >= end:
+                    return end
+                if self.result.records + len(self.sent_offsets) >= spec.max_records:
                     return position
+                if not self.exactly_once and (
+                    len(self.sent_offsets) >= CHECKPOINT_EVERY_RECORDS
+                    or time.monotonic() - self.last_checkpoint >= CHECKPOINT_EVERY_S
+                ):
+                    self._checkpoint(position)
             if reached_eof:
                 # Under read_committed the position moves past aborted records and markers without delivering them.
                 consumed_to = consumer.position([tp])[0].offset
                 if first and consumed_to > start:
                     first = False
-                    for missed in _skipped_committed(spec, start, min(consumed_to, spec.end)):
-                        if forward(missed):
-                            return position
-                if consumed_to >= spec.end:
-                    return spec.end
+                    position, limit = self._send_skipped(start, min(consumed_to, end), position)
+                    if limit:
+                        return position
+                if consumed_to >= end:
+                    return end
                 position = max(position, consumed_to) if consumed_to >= 0 else position
             if time.monotonic() - last_record > spec.timeout_s:
                 raise TimeoutError(
@@ -348,32 +453,156 @@ class _UnitCopy:
                     f"at offset {position} (target end {spec.end})"
                 )
 
-    def _produce(self, message: Any, offset: int, size: int, headers: Any, extra: dict[str, Any]) -> None:
-        """Send one record to the same partition of the remote topic; a full local queue waits for room."""
+    def _send(self, messages: list[Any], position: int) -> tuple[int | None, bool]:
+        """Produce a consumer batch in order: the hot loop, a few method calls per record.
+
+        Returns the offset to end the unit at, if a message says so (the unit's end, its byte limit, records the
+        source deleted under the reader), and whether the batch held an end-of-partition event.
+        """
         spec, producer = self.spec, self.producer
         assert producer is not None
-        while True:
-            try:
-                producer.produce(
-                    spec.remote_topic,
-                    key=message.key(),
-                    value=message.value(),
-                    partition=spec.partition,
-                    headers=headers,
-                    on_delivery=functools.partial(_delivered, self.pairs, self.errors, offset),
-                    **extra,
-                )
+        end, remote, partition = spec.end, spec.remote_topic, spec.partition
+        produce, delivered = producer.produce, self.delivered
+        sent_offsets = self.sent_offsets
+        note = sent_offsets.append
+        before = len(sent_offsets)
+        byte_room = spec.max_bytes - self.result.bytes - self.sent_bytes
+        sent_bytes = 0
+        last = None
+        stop = None
+        eof = False
+        for message in messages:
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    eof = True
+                    continue
+                if error.code() == KafkaError._AUTO_OFFSET_RESET:
+                    self.result.truncated = True
+                    stop = position if last is None else last.offset() + 1
+                    break
+                self._record_batch(sent_offsets, before, sent_bytes, last)
+                raise KafkaException(error)
+            offset = message.offset()
+            if offset >= end:
+                stop = end
                 break
-            except BufferError:
-                producer.poll(0.1)  # the local queue is full: let deliveries drain it
-            except KafkaException as exc:
-                error = exc.args[0]
-                raise UnitFailed(
-                    f"{spec.topic}[{spec.partition}] -> {spec.remote_topic}: the copy of source offset {offset} "
-                    f"({size} bytes) was refused by the producer: {kafka_words(error)}",
-                    retriable=is_retriable(error),
-                ) from None
-        producer.poll(0)
+            key, value, headers = message.key(), message.value(), message.headers()
+            size = (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
+            if headers:
+                for name, header in headers:  # inline: a sum() over a generator costs more than the loop
+                    size += len(name) + (len(header) if header is not None else 0)
+            kind, timestamp = message.timestamp()  # kind 0: not available; timestamp 0: the producer's now
+            while True:
+                try:
+                    # Positional (topic, value, key, partition, callback, on_delivery, timestamp, headers): cheaper.
+                    produce(
+                        remote,
+                        value,
+                        key,
+                        partition,
+                        delivered,
+                        None,
+                        timestamp if kind and timestamp > 0 else 0,
+                        headers,
+                    )
+                    break
+                except BufferError:
+                    producer.poll(0.1)  # the local queue is full: let deliveries drain it
+                except KafkaException as exc:
+                    self._record_batch(sent_offsets, before, sent_bytes, last)
+                    raise self._refused(offset, size, exc.args[0]) from None
+            note(offset)
+            sent_bytes += size
+            last = message
+            if sent_bytes >= byte_room:
+                stop = offset + 1
+                break
+        self._record_batch(sent_offsets, before, sent_bytes, last)
+        return stop, eof
+
+    def _record_batch(self, sent_offsets: list[int], before: int, sent_bytes: int, last: Any) -> None:
+        """Add what one consumer batch sent to the unit's counts."""
+        self.sent_total += len(sent_offsets) - before
+        self.sent_bytes += sent_bytes
+        self.bytes_total += sent_bytes
+        if last is not None:
+            self.last_message = last
+
+    def _send_skipped(self, begin: int, end: int, position: int) -> tuple[int, bool]:
+        """Send the committed records a read_committed fetch from ``begin`` skipped (see ``_skipped_committed``).
+
+        Returns the next position and whether the unit's limits were reached. Rare: one record at a time.
+        """
+        spec = self.spec
+        assert self.producer is not None
+        for message in _skipped_committed(spec, begin, end):
+            offset = message.offset()
+            key, value, headers = message.key(), message.value(), message.headers()
+            size = len(key or b"") + len(value or b"") + (_headers_size(headers) if headers else 0)
+            kind, timestamp = message.timestamp()
+            while True:
+                try:
+                    self.producer.produce(
+                        spec.remote_topic,
+                        value,
+                        key,
+                        partition=spec.partition,
+                        on_delivery=self.delivered,
+                        timestamp=timestamp if kind and timestamp > 0 else 0,
+                        headers=headers,
+                    )
+                    break
+                except BufferError:
+                    self.producer.poll(0.1)
+                except KafkaException as exc:
+                    raise self._refused(offset, size, exc.args[0]) from None
+            self.sent_offsets.append(offset)
+            self.sent_total += 1
+            self.sent_bytes += size
+            self.bytes_total += size
+            self.last_message = message
+            position = offset + 1
+            self.producer.poll(0)
+            _maybe_fail(spec, "before-commit", self.sent_total, self.producer)
+            copied = self.result.records + len(self.sent_offsets)
+            if copied >= spec.max_records or self.result.bytes + self.sent_bytes >= spec.max_bytes:
+                return position, True
+        return position, False
+
+    def _delivery_callback(self) -> Any:
+        """The one delivery callback of this unit's records: the target offset, or the error, of each."""
+        acked = self.acked.append
+
+        def delivered(err: KafkaError | None, message: Any) -> None:
+            if err is None:
+                acked(message.offset())
+            else:
+                self._failed(err, message)
+
+        return delivered
+
+    def _failed(self, err: KafkaError, message: Any) -> None:
+        # Reports of one partition arrive in send order (librdkafka enqueues them as the broker answers each
+        # batch, in order), so the number of reports before this one is its place among the records sent. Only
+        # the wording of a failure depends on it; what is committed never does (see _runs).
+        index = len(self.acked) + self.failed
+        self.failed += 1
+        upstream = self.sent_offsets[index] if index < len(self.sent_offsets) else -1
+        # Keep the error object: formatting it inside librdkafka's callback can fail on a fenced producer.
+        self.errors.append((upstream, err, len(message.key() or b"") + len(message.value() or b"")))
+
+    def _refused(self, offset: int, size: int, error: Any) -> UnitFailed:
+        spec = self.spec
+        if _is_fenced(error) or (isinstance(error, KafkaError) and error.fatal()):
+            self.producer_broken = True
+        if _is_fenced(error):
+            raise _Fenced()
+        return UnitFailed(
+            f"{spec.topic}[{spec.partition}] -> {spec.remote_topic}: the copy of source offset {offset} "
+            f"({size} bytes) was refused by the producer: {kafka_words(error)}",
+            retriable=is_retriable(error),
+        )
 
     def _checkpoint(self, position: int) -> None:
         """Store progress up to ``position`` (exclusive) once every record before it is acknowledged.
@@ -385,13 +614,14 @@ class _UnitCopy:
         assert producer is not None
         started = time.monotonic()
         producer.flush(spec.timeout_s)
-        if self.errors or len(self.pairs) != self.sent:
+        if self.errors or len(self.acked) != len(self.sent_offsets):
             self._raise_delivery_failure()
         _maybe_fail(spec, "before-progress", self.sent_total, producer)
-        runs = _runs(self.pairs)
+        downstream = sorted(self.acked)
+        runs = _runs(self.sent_offsets, downstream)
         syncs = offset_syncs(spec, runs, previous_upstream=self.previous)
-        if self.pairs:
-            self.target_next = max(downstream for _, downstream in self.pairs) + 1
+        if downstream:
+            self.target_next = downstream[-1] + 1
         if self.last_message is not None:
             self.source_last = fingerprint(self.last_message)
         progress = StoredProgress(
@@ -403,7 +633,7 @@ class _UnitCopy:
             value=source_offset_value(position - 1),
             partition=spec.progress_partition,
             headers=progress.headers(),
-            on_delivery=functools.partial(_delivered, [], self.errors, position - 1),
+            on_delivery=functools.partial(_control_delivered, self.errors, position - 1),
         )
         if spec.emit_syncs and spec.syncs_on_target:
             _produce_syncs(producer, spec.syncs_topic, syncs)
@@ -428,27 +658,33 @@ class _UnitCopy:
 
     def _committed(self, position: int, runs: list[Run], syncs: int) -> None:
         result = self.result
-        result.records += self.sent
+        result.records += len(self.sent_offsets)
         result.bytes += self.sent_bytes
-        if self.sent_first is not None and result.first_offset is None:
-            result.first_offset = self.sent_first
+        if self.sent_offsets and result.first_offset is None:
+            result.first_offset = self.sent_offsets[0]
         result.last_offset = self.last_message.offset() if self.last_message is not None else result.last_offset
         result.position = position
         result.runs.extend(runs)
         result.syncs += syncs
         if runs:
             self.previous = runs[-1].end_upstream
-        self.pairs, self.sent, self.sent_bytes, self.sent_first = [], 0, 0, None
+        # Cleared in place: the delivery callback holds these lists.
+        self.sent_offsets.clear()
+        self.acked.clear()
+        self.failed, self.sent_bytes = 0, 0
         self.last_checkpoint = time.monotonic()
 
     def _raise_delivery_failure(self) -> None:
         """The target refused or lost records: name the record that caused it, in Kafka's words."""
         if any(_is_fenced(error) for _, error, _ in self.errors):
+            self.producer_broken = True
             raise _Fenced()
+        if any(error.fatal() for _, error, _ in self.errors):
+            self.producer_broken = True
         spec = self.spec
         where = f"{spec.topic}[{spec.partition}] -> {spec.remote_topic}"
         if not self.errors:
-            missing = self.sent - len(self.pairs)
+            missing = len(self.sent_offsets) - len(self.acked)
             raise UnitFailed(f"{where}: {missing} record(s) were not acknowledged by the target", retriable=True)
         upstream, error, size = min(self.errors, key=lambda item: (item[1].code() in _CONSEQUENTIAL, item[0]))
         same = [item for item in self.errors if item[1].code() == error.code()]
@@ -464,6 +700,26 @@ class _UnitCopy:
             f"{where}: the target refused the copy of source offset {upstream}: {reason}{more}",
             retriable=is_retriable(error),
         )
+
+
+_KEPT_PRODUCERS: OrderedDict[str, Producer] = OrderedDict()
+
+
+def _producer_key(config: dict[str, Any]) -> str:
+    return repr(sorted(config.items()))
+
+
+def _keep_producer(key: str, producer: Producer) -> None:
+    """Keep an idle record producer for a later unit with the same configuration (and transactional.id).
+
+    Only producers with nothing in flight and no open transaction come here (a unit that ended normally); one
+    that failed is dropped, whatever its state. Taken out again while a unit uses it, so no two units share one.
+    """
+    _KEPT_PRODUCERS[key] = producer
+    _KEPT_PRODUCERS.move_to_end(key)
+    while len(_KEPT_PRODUCERS) > KEEP_PRODUCERS:
+        _, oldest = _KEPT_PRODUCERS.popitem(last=False)
+        oldest.flush(10)
 
 
 _SYNCS_PRODUCERS: dict[str, Producer] = {}
@@ -485,11 +741,15 @@ def _syncs_producer(config: dict[str, Any]) -> Producer:
 
 
 def close_shared_producers(timeout: float = 10.0) -> None:
-    """Flush and drop the producers kept across units, so a long-lived process (tests, an in-process run
-    inside an Airflow worker) does not keep connections to clusters it no longer uses."""
+    """Flush and drop the producers kept across units (offset syncs, and the idle record producers), so a
+    long-lived process (tests, an in-process run inside an Airflow worker) does not keep connections to
+    clusters it no longer uses."""
     for producer in _SYNCS_PRODUCERS.values():
         producer.flush(timeout)
     _SYNCS_PRODUCERS.clear()
+    while _KEPT_PRODUCERS:
+        _, producer = _KEPT_PRODUCERS.popitem(last=False)
+        producer.flush(timeout)
 
 
 def _produce_syncs(producer: Producer, topic: str, syncs: list[OffsetSync]) -> None:
@@ -503,6 +763,7 @@ def _source_consumer(spec: UnitSpec, **overrides: Any) -> Consumer:
     return Consumer(
         {
             "receive.message.max.bytes": _RECEIVE_MAX,
+            **CONSUMER_DEFAULTS,
             **spec.source_consumer,
             "enable.partition.eof": True,
             "enable.auto.commit": False,

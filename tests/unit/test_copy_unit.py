@@ -1,0 +1,296 @@
+"""The copier's bookkeeping against fake clients: where each copy landed, kept producers, failures named.
+
+The real clients are covered by the integration tests (tests/integration/test_replication.py, test_faults.py);
+these pin what does not depend on a broker: target offsets paired with source offsets whatever order the
+delivery reports come in, a kept transactional producer reused and replaced once fenced, the record a refused
+batch is named by, and the consumer paused once the unit's last record is in hand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, ClassVar
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+from include.mirrorflow.replication import copy
+from include.mirrorflow.replication.units import Run, UnitSpec
+
+
+class FakeMessage:
+    def __init__(self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None) -> None:
+        self._topic, self._partition, self._offset, self._key, self._value = topic, partition, offset, key, value
+        self._error: KafkaError | None = None
+
+    def error(self) -> KafkaError | None:
+        return self._error
+
+    def topic(self) -> str:
+        return self._topic
+
+    def partition(self) -> int:
+        return self._partition
+
+    def offset(self) -> int:
+        return self._offset
+
+    def key(self) -> bytes | None:
+        return self._key
+
+    def value(self) -> bytes | None:
+        return self._value
+
+    def headers(self) -> list[tuple[str, bytes]] | None:
+        return [("h", b"1")]
+
+    def timestamp(self) -> tuple[int, int]:
+        return (1, 1_700_000_000_000 + self._offset)
+
+
+def eof() -> FakeMessage:
+    message = FakeMessage("src", 0, -1, None, None)
+    message._error = KafkaError(KafkaError._PARTITION_EOF)
+    return message
+
+
+class FakeConsumer:
+    """One source partition holding ``values`` from offset 0."""
+
+    def __init__(self, values: list[bytes]) -> None:
+        self.values = values
+        self.position_ = 0
+        self.paused = False
+        self.closed = False
+
+    def get_watermark_offsets(self, _tp: Any, *_args: Any, **_kwargs: Any) -> tuple[int, int]:
+        return 0, len(self.values)
+
+    def assign(self, tps: list[Any]) -> None:
+        self.position_ = tps[0].offset
+
+    def consume(self, num_messages: int, timeout: float) -> list[FakeMessage]:
+        assert not self.paused, "consumed after pausing"
+        start = self.position_
+        batch = [
+            FakeMessage("src", 0, offset, b"k%d" % offset, self.values[offset])
+            for offset in range(start, min(len(self.values), start + num_messages))
+        ]
+        self.position_ += len(batch)
+        if len(batch) < num_messages and self.position_ == len(self.values):
+            batch.append(eof())
+        return batch
+
+    def pause(self, _tps: list[Any]) -> None:
+        self.paused = True
+
+    def position(self, tps: list[Any]) -> list[Any]:
+        tps[0].offset = self.position_
+        return tps
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class FakeProducer:
+    """A producer of one broker: offsets per topic, delivery reports served by poll/flush.
+
+    ``reverse``: serve each poll's reports last-sent first. ``fenced``: every delivery fails as fenced.
+    ``max_size``: records with a larger value fail with their whole batch (everything not yet reported).
+    """
+
+    made: ClassVar[list[FakeProducer]] = []
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.config = config
+        self.offsets: dict[str, int] = {}
+        self.pending: list[tuple[Any, FakeMessage]] = []
+        self.log: dict[str, list[FakeMessage]] = {}
+        self.inits = 0
+        self.commits = 0
+        self.reverse = False
+        self.fenced = False
+        self.max_size: int | None = None
+        FakeProducer.made.append(self)
+
+    def init_transactions(self, _timeout: float) -> None:
+        self.inits += 1
+
+    def begin_transaction(self) -> None:
+        pass
+
+    def produce(
+        self,
+        topic: str,
+        value: bytes | None = None,
+        key: bytes | None = None,
+        partition: int = -1,
+        callback: Any = None,
+        on_delivery: Any = None,
+        timestamp: int = 0,
+        headers: Any = None,
+    ) -> None:
+        offset = self.offsets.get(topic, 0)
+        self.offsets[topic] = offset + 1
+        message = FakeMessage(topic, partition, offset, key, value)
+        self.log.setdefault(topic, []).append(message)
+        self.pending.append((callback or on_delivery, message))
+
+    def poll(self, _timeout: float = 0) -> int:
+        pending, self.pending = self.pending, []
+        too_large = self.max_size is not None and any(len(m.value() or b"") > self.max_size for _, m in pending)
+        for callback, message in reversed(pending) if self.reverse else pending:
+            if callback is None:
+                continue
+            if self.fenced:
+                callback(KafkaError(KafkaError._FENCED, "fenced", fatal=True), message)
+            elif too_large:
+                callback(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE), message)
+            else:
+                callback(None, message)
+        return len(pending)
+
+    def flush(self, _timeout: float = 0) -> int:
+        self.poll()
+        return 0
+
+    def commit_transaction(self, _timeout: float) -> None:
+        if self.fenced:
+            raise KafkaException(KafkaError(KafkaError._FENCED, "fenced", fatal=True))
+        self.commits += 1
+
+    def abort_transaction(self, _timeout: float) -> None:
+        if self.fenced:
+            raise KafkaException(KafkaError(KafkaError._FENCED, "fenced", fatal=True))
+
+
+@pytest.fixture
+def fakes(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+    state: dict[str, Any] = {"values": [b"v%d" % i for i in range(25)], "consumers": []}
+
+    def consumer(_spec: UnitSpec, **_overrides: Any) -> FakeConsumer:
+        made = FakeConsumer(state["values"])
+        state["consumers"].append(made)
+        return made
+
+    FakeProducer.made = []
+    monkeypatch.setattr(copy, "Producer", FakeProducer)
+    monkeypatch.setattr(copy, "_source_consumer", consumer)
+    monkeypatch.setattr(copy, "_stored", lambda _spec: None)
+    copy.close_shared_producers()
+    yield state
+    copy.close_shared_producers()
+
+
+def unit(delivery: str = "exactly-once", end: int = 25, **overrides: Any) -> UnitSpec:
+    fields: dict[str, Any] = {
+        "source_alias": "src",
+        "target_alias": "dst",
+        "topic": "src",
+        "remote_topic": "src.src",
+        "partition": 0,
+        "end": end,
+        "default_start": 0,
+        "max_records": 1000,
+        "max_bytes": 10**9,
+        "delivery": delivery,
+        "transactional_id": "mirrorflow|f|src|0",
+        "source_consumer": {},
+        "target_producer": {"bootstrap.servers": "x"},
+        "target_consumer": {},
+        "progress_topic": "mm2-offsets.src.internal",
+        "progress_partition": 0,
+        "progress_key": b"k",
+        "syncs_topic": "mm2-offset-syncs.dst.internal",
+        "syncs_on_target": True,
+        "syncs_producer": {"bootstrap.servers": "x"},
+        "emit_syncs": True,
+        "truncation": "continue",
+    }
+    fields.update(overrides)
+    return UnitSpec(**fields)
+
+
+def test_a_unit_copies_in_order_and_pauses_once_it_has_its_last_record(fakes: dict[str, Any]) -> None:
+    result = copy.copy_unit(unit())
+    assert (result.status, result.records, result.error) == ("copied", 25, None)
+    assert result.runs == [Run(0, 0, 24, 24)]
+    (producer,) = FakeProducer.made
+    assert [m.value() for m in producer.log["src.src"]] == fakes["values"]
+    assert producer.commits == 1
+    (consumer,) = fakes["consumers"]
+    assert consumer.paused and consumer.closed
+
+
+def test_target_offsets_pair_with_source_offsets_whatever_order_reports_come_in(
+    fakes: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = FakeProducer.__init__
+
+    def reversed_reports(self: FakeProducer, config: dict[str, Any]) -> None:
+        real(self, config)
+        self.reverse = True
+        self.offsets["src.src"] = 100  # the remote topic already holds 100 records
+
+    monkeypatch.setattr(FakeProducer, "__init__", reversed_reports)
+    result = copy.copy_unit(unit())
+    assert result.status == "copied"
+    assert result.runs == [Run(0, 100, 24, 124)]
+
+
+def test_a_kept_producer_is_reused_and_a_fenced_one_replaced(fakes: dict[str, Any]) -> None:
+    fakes["values"] = [b"v%d" % i for i in range(10)]
+    first = copy.copy_unit(unit(end=10))
+    assert first.status == "copied" and len(FakeProducer.made) == 1
+    fakes["values"] += [b"w%d" % i for i in range(10)]
+    second = copy.copy_unit(unit(end=20))
+    assert second.status == "copied" and len(FakeProducer.made) == 1  # reused: no new producer, no new init
+    assert FakeProducer.made[0].inits == 1
+    FakeProducer.made[0].fenced = True  # another process took the transactional.id since
+    third = copy.copy_unit(unit(end=20))
+    assert (third.status, third.records) == ("copied", 20)
+    assert len(FakeProducer.made) == 2 and FakeProducer.made[1].inits == 1
+    # The fenced producer learned it after one record (the probe), and is not kept.
+    assert len(FakeProducer.made[0].log["src.src"]) == 10 + 20 + 1  # (no stored progress here: each unit from 0)
+    assert list(copy._KEPT_PRODUCERS.values()) == [FakeProducer.made[1]]
+    copy.close_shared_producers()
+    assert not copy._KEPT_PRODUCERS
+
+
+def test_kept_producers_are_bounded(fakes: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(copy, "KEEP_PRODUCERS", 2)
+    for partition in range(3):
+        assert copy.copy_unit(unit(partition=partition, transactional_id=f"t{partition}")).status == "copied"
+    assert len(copy._KEPT_PRODUCERS) == 2
+    assert list(copy._KEPT_PRODUCERS.values()) == FakeProducer.made[1:]  # the least recently used went
+
+
+def test_a_refused_batch_names_its_largest_record(fakes: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    fakes["values"] = [b"small-%d" % i for i in range(10)] + [b"L" * 5000] + [b"after-%d" % i for i in range(5)]
+    real = FakeProducer.__init__
+
+    def limited(self: FakeProducer, config: dict[str, Any]) -> None:
+        real(self, config)
+        self.max_size = 2000
+
+    monkeypatch.setattr(FakeProducer, "__init__", limited)
+    result = copy.copy_unit(unit(end=16))
+    assert result.status == "failed" and result.records == 0
+    assert "source offset 10" in (result.error or "") and "5003 bytes" in (result.error or ""), result.error
+
+
+def test_at_least_once_checkpoints_inside_a_consumer_batch(
+    fakes: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(copy, "CHECKPOINT_EVERY_RECORDS", 10)
+    result = copy.copy_unit(unit("at-least-once"))
+    assert (result.status, result.records) == ("copied", 25)
+    assert result.runs == [Run(0, 0, 9, 9), Run(10, 10, 19, 19), Run(20, 20, 24, 24)]
+    (producer,) = FakeProducer.made
+    assert [m.value() for m in producer.log["mm2-offsets.src.internal"]] == [
+        b'{"offset":9}',
+        b'{"offset":19}',
+        b'{"offset":24}',
+    ]
+    (consumer,) = fakes["consumers"]
+    assert consumer.paused  # one consumer batch held all 25 records
