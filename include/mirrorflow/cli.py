@@ -230,23 +230,14 @@ def connect_url(args: argparse.Namespace) -> str:
 
 def _replicate(args: argparse.Namespace) -> int:
     from .replication.connect import SparkConnectExecutor
-    from .replication.entry import EXIT_CANNOT_RUN, RunError, prepare, run
+    from .replication.entry import prepare, run
     from .replication.executor import LocalExecutor
-    from .replication.local_connect import LocalServerError
     from .replication.spark_env import SUBMITTED_AT_ENV
 
     if args.in_process:
         return run(args, LocalExecutor())
-    if args.master is None:  # the default: units run on a Spark Connect server
-
-        def on_connect() -> int:
-            try:
-                url = connect_url(args)
-            except LocalServerError as exc:
-                raise RunError(f"error: {exc}", EXIT_CANNOT_RUN) from None
-            return run(args, SparkConnectExecutor(url, f"{args.flow}/{args.family or '*'}"))
-
-        return guarded(args, on_connect)
+    if args.master is None:  # the default: units run on a Spark Connect server, found (or started) when needed
+        return run(args, SparkConnectExecutor(lambda: connect_url(args), f"{args.flow}/{args.family or '*'}"))
 
     def submit() -> int:
         # Configuration and clusters checked here first: a dead cluster is one line within seconds, without

@@ -419,3 +419,48 @@ def test_continuous_mode_keeps_copying_until_the_time_is_up(kafka_clusters: Any)
     late.join()
     assert report.ok and report.batches >= 3 and report.records == 2
     assert [r.value for r in read_all(kafka_clusters.backup, f"primary.{topic}")] == [b"first", b"late"]
+
+
+def test_replicate_cli_starts_a_local_spark_connect_server_on_first_use(kafka_clusters: Any, tmp_path: Path) -> None:
+    """No engine option, no SPARK_REMOTE: the first run that has records to copy starts the machine's Spark Connect
+    server (under MIRRORFLOW_HOME), later runs reuse it, and `mirrorflow dev down` stops it."""
+    p = prefix()
+    topic = create_topic(kafka_clusters.primary, f"{p}-cli", partitions=2)
+    config_file, report_file = cli_config(tmp_path, kafka_clusters, p), tmp_path / "report.json"
+    home = tmp_path / "home"
+    env = {k: v for k, v in os.environ.items() if k != "SPARK_REMOTE"} | {"MIRRORFLOW_HOME": str(home)}
+    exe = str(Path(sys.executable).parent / "mirrorflow")
+    command = [exe, "replicate", "--config", str(config_file), "--flow", "primary->backup", "--family", "cli"]
+
+    def replicate_once() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*command, "--report", str(report_file)], env=env, capture_output=True, text=True, timeout=300, check=False
+        )
+
+    try:
+        quiet = replicate_once()  # nothing to copy: no server is started for it
+        assert quiet.returncode == 0, quiet.stderr[-3000:]
+        assert not (home / "spark-connect" / "server.pid").exists()
+
+        produce(kafka_clusters.primary, topic, [{"value": b"l%d" % i, "partition": i % 2} for i in range(20)])
+        first = replicate_once()
+        assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-3000:]
+        assert "starting a local Spark Connect server" in first.stderr
+        assert json.loads(report_file.read_text())["records"] == 20
+
+        produce(kafka_clusters.primary, topic, [{"value": b"m%d" % i, "partition": i % 2} for i in range(6)])
+        second = replicate_once()
+        assert second.returncode == 0 and "starting a local Spark Connect server" not in second.stderr
+        assert json.loads(report_file.read_text())["records"] == 6
+        assert committed(kafka_clusters.backup, f"primary.{topic}") == committed(kafka_clusters.primary, topic)
+    finally:
+        down = subprocess.run(
+            [exe, "dev", "down", "--clusters", "none:1"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert down.returncode == 0, down.stderr
+    assert "stopped in" in down.stdout and not (home / "spark-connect" / "server.pid").exists()

@@ -22,7 +22,7 @@ import pickle
 import socket
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 from urllib.parse import urlparse
 
@@ -109,8 +109,10 @@ class SparkConnectExecutor:
     A run with nothing to copy never contacts the server, so it costs what the run's own planning costs.
     """
 
-    def __init__(self, url: str, session_key: str) -> None:
-        self.url = url
+    def __init__(self, url: str | Callable[[], str], session_key: str) -> None:
+        """``url``: the server's ``sc://`` address, or a function giving it (called on first use: the CLI's local
+        server is started only by a run that has something to copy, after the clusters answered)."""
+        self._url = url
         self.session_key = session_key
         self.engine_seconds = 0.0
         self._session: Any = None
@@ -129,6 +131,12 @@ class SparkConnectExecutor:
         )
         session.addTag(self._tag)
         return session
+
+    @property
+    def url(self) -> str:
+        if callable(self._url):
+            self._url = self._url()
+        return self._url
 
     def session(self) -> Any:
         """The Spark Connect session, connected on first use (the time counts as the run's ``engine`` phase)."""

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ..devcluster import free_port, state_root
 from ..processes import SessionProcess, file_lock, port_is_free
+from .connect import ConnectServerUnreachable
 from .spark_env import spark_environment
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
@@ -33,7 +34,7 @@ START_TIMEOUT_S = 120.0
 SESSION_TIMEOUT = "25h"
 
 
-class LocalServerError(RuntimeError):
+class LocalServerError(ConnectServerUnreachable):
     """The local Spark Connect server could not be started (the message carries its log's tail)."""
 
 
