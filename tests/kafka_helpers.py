@@ -221,8 +221,9 @@ def read_all(
                     # Reached the high watermark (read_uncommitted) or last stable offset (read_committed).
                     # An end-of-partition before the end we fixed, with nothing read yet and right after the
                     # assignment, can be a stale one (a fetch answered before the broker saw the last writes):
-                    # give the broker a moment before believing it.
-                    early = msg.offset() < pending.get(msg.partition(), 0) and time.monotonic() < started + 2
+                    # give the broker a moment before believing it (10 s: 2 s was not enough on a loaded machine,
+                    # where a just-started embedded broker answered a fresh topic's first fetches empty for longer).
+                    early = msg.offset() < pending.get(msg.partition(), 0) and time.monotonic() < started + 10
                     if early and not any(r.partition == msg.partition() for r in out):
                         continue
                     pending.pop(msg.partition(), None)
