@@ -270,7 +270,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .replication.entry import add_arguments
 
-    replicate = add_arguments(sub.add_parser("replicate", help="copy what is new in one family of a flow (Spark app)"))
+    replicate = add_arguments(
+        sub.add_parser(
+            "replicate",
+            help="copy what is new in one family of a flow (Spark tasks on a Spark Connect server by default)",
+        )
+    )
     engine = replicate.add_mutually_exclusive_group()
     engine.add_argument(
         "--remote",
