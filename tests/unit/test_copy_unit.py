@@ -150,6 +150,9 @@ class FakeProducer:
                 callback(None, message)
         return len(pending)
 
+    def purge(self) -> None:
+        self.purged = True
+
     def flush(self, _timeout: float = 0) -> int:
         self.poll()
         return 0

@@ -144,11 +144,13 @@ def copy_unit(spec: UnitSpec) -> UnitResult:
     started = time.monotonic()
     unit = _UnitCopy(spec)
     result = unit.attempt()
+    unit.drop_producer()
     if unit.reused and unit.producer_broken and result.records == 0:
         # A producer kept from an earlier unit was fenced since (another process took the partition's id, e.g. a
         # retried task) or broke while idle. Nothing was committed: do what a unit always did, with a new producer.
         unit = _UnitCopy(spec, reuse=False)
         result = unit.attempt()
+        unit.drop_producer()
     result.seconds = round(time.monotonic() - started, 3)
     return result
 
@@ -267,6 +269,17 @@ class _UnitCopy:
         """The result of a unit that stopped early: counts stay what was committed before."""
         self.result.status, self.result.error, self.result.retriable = status, error, retriable
         return self.result
+
+    def drop_producer(self) -> None:
+        """Let go of a producer that was not kept: purge what it still holds (a unit that failed against a dead
+        target), whose delivery callbacks point back at this unit, so it is destroyed now and does not go on
+        reconnecting, and logging, in a long-lived process (tests, an Airflow worker) until message.timeout.ms."""
+        producer, self.producer = self.producer, None
+        if producer is None or any(kept is producer for kept in _KEPT_PRODUCERS.values()):
+            return
+        with contextlib.suppress(KafkaException, RuntimeError):
+            producer.purge()
+            producer.flush(0)
 
     def attempt(self) -> UnitResult:
         """Run the unit; the outcome, never an exception."""
