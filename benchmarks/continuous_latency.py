@@ -69,6 +69,7 @@ from replication_throughput import (
     TARGET_ALIAS,
     Load,
     Variant,
+    add_cluster_arguments,
     clusters,
     delete_topics,
     mirrorflow_config,
@@ -693,14 +694,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tail", type=float, default=30, help="seconds to wait for copies after the load (30)")
     parser.add_argument("--startup-timeout", type=float, default=300, help="for the first batch (default 300 s)")
     parser.add_argument("--window", type=float, default=10, help="seconds per window of the p99 timeline (10)")
-    parser.add_argument("--source-bootstrap", help="HOST:PORT of a source cluster instead of the embedded one")
-    parser.add_argument("--target-bootstrap", help="HOST:PORT of a target cluster instead of the embedded one")
-    parser.add_argument(
-        "--replication-factor",
-        type=int,
-        default=None,
-        help="of the topics mirrorflow creates (default 1 on the embedded clusters, else -1: the broker default)",
-    )
+    add_cluster_arguments(parser)
     parser.add_argument("--keep-topics", action="store_true", help="keep the topics made (given clusters)")
     parser.add_argument("--keep-logs", action="store_true", help="keep the replication's output and report")
     parser.add_argument("--json", action="store_true", help="print the results as JSON (progress on stderr)")

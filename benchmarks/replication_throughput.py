@@ -716,6 +716,18 @@ def run_benchmark(args: argparse.Namespace, variants: list[Variant]) -> tuple[li
             shutil.rmtree(workdir, ignore_errors=True)
 
 
+def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options choosing the two clusters (embedded by default), shared by the replication benchmarks."""
+    parser.add_argument("--source-bootstrap", help="HOST:PORT of a source cluster instead of the embedded one")
+    parser.add_argument("--target-bootstrap", help="HOST:PORT of a target cluster instead of the embedded one")
+    parser.add_argument(
+        "--replication-factor",
+        type=int,
+        default=None,
+        help="of the topics mirrorflow creates (default 1 on the embedded clusters, else -1: the broker default)",
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=1_000_000, help="N: records of the large load (1,000,000)")
@@ -729,14 +741,7 @@ def main(argv: list[str] | None = None) -> int:
         default=",".join(VARIANTS),
         help=f"comma-separated, from {', '.join(VARIANTS)} (default: all; the baseline is kept for the ratios)",
     )
-    parser.add_argument("--source-bootstrap", help="HOST:PORT of a source cluster instead of the embedded one")
-    parser.add_argument("--target-bootstrap", help="HOST:PORT of a target cluster instead of the embedded one")
-    parser.add_argument(
-        "--replication-factor",
-        type=int,
-        default=None,
-        help="of the topics mirrorflow creates (default 1 on the embedded clusters, else -1: the broker default)",
-    )
+    add_cluster_arguments(parser)
     parser.add_argument("--master", default="local[*,4]", help="Spark master of the spark-submit variants")
     parser.add_argument(
         "--spark-remote", help="sc://HOST:PORT of a Spark Connect server for the connect variants (default: local)"
