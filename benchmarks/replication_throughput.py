@@ -21,7 +21,10 @@ starts after the configuration is loaded and the clusters answered. Per variant:
   nothing new, each ``--repeats`` times; also the very first run (it creates the internal topics);
 * **a run copying 10,000 records** (one of the issue's targets);
 * **marginal rate** from two load sizes N1 = N/4 and N2 = N (separate topics, each copied by its own run):
-  (N2 - N1) / (t2 - t1), so start-up is not mixed into the rate;
+  (N2 - N1) / (t2 - t1), so start-up is not mixed into the rate; measured in ``--rate-rounds`` rounds (default
+  3), each round copying N1 and N2 afresh under new aliases (``cceo2``, ``plain2``, ...) with the variants in a
+  rotated order, so no variant always runs on the brokers' freshest or most loaded state. The rate is the
+  median of the rounds, and the ratio to the baseline the median of the rounds' own ratios;
 * the ratios to the baseline, and the issue's targets (met or not) next to the figures.
 
 Each mirrorflow variant has its own source alias (``cceo``, ``ccalo``, ``sseo``, ``ssalo``, ``ipeo``, ``ipalo``),
@@ -56,7 +59,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -102,7 +105,11 @@ class Variant:
 
     @property
     def plain(self) -> bool:
-        return self.alias == "plain"
+        return self.key == "plain"
+
+    def in_round(self, number: int) -> Variant:
+        """The variant under the alias of rate round ``number`` (round 1: its own): fresh progress, fresh topics."""
+        return self if number == 1 else replace(self, alias=f"{self.alias}{number}")
 
 
 VARIANTS = {
@@ -129,6 +136,7 @@ class Timing:
     records: int
     expected: int
     phases: dict[str, float] = field(default_factory=dict)  # the report's phases, when the library writes them
+    round: int = 1  # the rate round of an N1 or N2 run
 
 
 @dataclass
@@ -151,6 +159,7 @@ class Load:
     partitions: int
     tiny: int
     small: int
+    rounds: int = 1
 
     @property
     def n1(self) -> int:
@@ -169,6 +178,10 @@ class Load:
     def target_topics(self, variant: Variant) -> list[str]:
         """Where the variant writes: mirrorflow's remote topics (``<alias>.<topic>``), the loop's ``plain.<topic>``."""
         return [f"{variant.alias}.{t}" for t in self.source_topics(variant)]
+
+    def in_rounds(self, variants: Sequence[Variant]) -> list[Variant]:
+        """Every variant under every round's alias."""
+        return [v.in_round(n) for n in range(1, self.rounds + 1) for v in variants]
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -225,13 +238,13 @@ def load_source(source: str, target: str, load: Load, variants: Sequence[Variant
         load_records(source, topic, load.partitions, count, load.size)
         seconds = time.perf_counter() - started
         say(f"    loaded in {seconds:.1f} s ({count / seconds:,.0f} records/s)")
-    for variant in variants:
+    for variant in load.in_rounds(variants):
         create_topic(source, load.live_topic(variant), load.partitions)
         load_records(source, load.live_topic(variant), load.partitions, load.tiny, load.size)
         if variant.plain:  # mirrorflow creates its remote topics inside its runs; a user's loop has them already
             for topic in load.target_topics(variant):
                 create_topic(target, topic, load.partitions)
-    say(f"  live topics: {load.tiny} records each, for {', '.join(v.key for v in variants)}")
+    say(f"  live topics: {load.tiny} records each, for {', '.join(v.alias for v in load.in_rounds(variants))}")
 
 
 def delete_topics(bootstrap: str, topics: list[str]) -> None:
@@ -354,7 +367,7 @@ def mirrorflow_config(
     On the embedded broker, a partition's backlog above the copier's 200 MiB receive limit would be dropped
     (see ``PLAIN_RECEIVE_MAX``); only then is the source consumer's limit raised, and the run says so.
     """
-    mirrorflow = [v for v in variants if not v.plain]
+    mirrorflow = [v for v in load.in_rounds(variants) if not v.plain]
     lines = [
         "# written by benchmarks/replication_throughput.py",
         f"clusters = {', '.join([*(v.alias for v in mirrorflow), TARGET_ALIAS])}",
@@ -412,8 +425,8 @@ class Runner:
                 "source": self.source,
                 "target": self.target,
                 "topics": topics or self.load.source_topics(variant),
-                "prefix": "plain.",
-                "group": f"bench-plain-{self.load.run_id}",
+                "prefix": f"{variant.alias}.",
+                "group": f"bench-{variant.alias}-{self.load.run_id}",
             }
             return [sys.executable, str(Path(__file__).resolve()), "--plain-loop", json.dumps(spec)]
         cmd = [*self.mirrorflow, "replicate", "--config", str(self.config)]
@@ -425,10 +438,12 @@ class Runner:
         }[variant.engine]
         return cmd + (["--topics", ",".join(topics)] if topics else [])
 
-    def run(self, variant: Variant, step: str, expected: int, topics: list[str] | None = None) -> Timing:
+    def run(
+        self, variant: Variant, step: str, expected: int, topics: list[str] | None = None, number: int = 1
+    ) -> Timing:
         """One timed run; raises with the tail of its output unless it copied exactly ``expected`` records."""
         self.count += 1
-        report = self.workdir / f"{self.count:03d}-{variant.key}-{step}.json"
+        report = self.workdir / f"{self.count:03d}-{variant.alias}-{step}.json"
         output = report.with_suffix(".log")
         cmd = self.command(variant, topics, report)
         started = time.perf_counter()
@@ -451,7 +466,7 @@ class Runner:
             raise RuntimeError(f"{variant.key} {step}: copied {records} records, expected {expected}:\n{tail}")
         rate = f", {records / wall:,.0f} records/s" if records >= 10_000 else ""
         say(f"    {step:<13} wall {wall:7.2f} s, run {inner:7.2f} s, {records:>9,} records{rate}")
-        return Timing(step, wall, inner, records, expected, phases)
+        return Timing(step, wall, inner, records, expected, phases, number)
 
 
 def measure(runner: Runner, variant: Variant, load: Load, repeats: int) -> Result:
@@ -477,6 +492,20 @@ def measure(runner: Runner, variant: Variant, load: Load, repeats: int) -> Resul
     return result
 
 
+def measure_rate(runner: Runner, result: Result, load: Load, number: int) -> None:
+    """Rate round ``number`` of a variant: a warm-up run on the round's own live topic (it creates the round's
+    progress and internal topics, as a variant's first run does), then N1 and N2 afresh."""
+    variant = result.variant.in_round(number)
+    say(f"  {result.variant.key}, rate round {number} (alias {variant.alias})")
+    try:
+        runner.run(variant, "warm-up", load.tiny, [load.live_topic(variant)])
+        result.runs.append(runner.run(variant, "N1", load.n1, [load.data_topic("n1")], number))
+        result.runs.append(runner.run(variant, "N2", load.records, [load.data_topic("n2")], number))
+    except (RuntimeError, OSError, ValueError, KafkaException) as exc:
+        result.error = str(exc)
+        say(f"    FAILED: {exc}")
+
+
 # ----------------------------------------------------------------------------------------------------
 # The tables
 # ----------------------------------------------------------------------------------------------------
@@ -495,18 +524,36 @@ def fixed(runs: list[Timing]) -> str:
     return f"{statistics.median(walls):.2f} s{spread} [run {median(runs, inner=True):.2f} s]"
 
 
-def marginal(result: Result, inner: bool = False) -> float | None:
-    """(N2 - N1) / (t2 - t1) on wall clocks: the rate once started, whatever the start-up costs.
+def round_rates(result: Result, inner: bool = False) -> dict[int, float]:
+    """Per rate round, (N2 - N1) / (t2 - t1) on wall clocks: the rate once started, whatever start-up costs.
 
-    ``inner``: on the runs' own seconds instead, which leaves out the start-up's run-to-run spread.
+    ``inner``: on the runs' own seconds instead, which leaves out the start-up's run-to-run spread. A round whose
+    N2 run was not slower than its N1 run has no rate (the loads are too small for this machine's noise).
     """
-    n1, n2 = result.of("N1"), result.of("N2")
-    if not n1 or not n2:
+    rates = {}
+    for n1 in result.of("N1"):
+        n2 = next((t for t in result.of("N2") if t.round == n1.round), None)
+        if n2 is None:
+            continue
+        t1, t2 = (n1.inner, n2.inner) if inner else (n1.wall, n2.wall)
+        if t2 > t1:
+            rates[n1.round] = (n2.records - n1.records) / (t2 - t1)
+    return rates
+
+
+def marginal(result: Result, inner: bool = False) -> float | None:
+    """The median of the rounds' marginal rates."""
+    rates = round_rates(result, inner)
+    return statistics.median(rates.values()) if rates else None
+
+
+def rate_ratio(result: Result, baseline: Result | None) -> float | None:
+    """The median over rounds of the variant's rate divided by the baseline's in the same round."""
+    if baseline is None:
         return None
-    t1, t2 = (n1[0].inner, n2[0].inner) if inner else (n1[0].wall, n2[0].wall)
-    if t2 <= t1:
-        return None  # the loads are too small for this machine's noise: use larger ones
-    return (n2[0].records - n1[0].records) / (t2 - t1)
+    mine, base = round_rates(result), round_rates(baseline)
+    ratios = [mine[n] / base[n] for n in mine if n in base]
+    return statistics.median(ratios) if ratios else None
 
 
 def rate_cell(r: Result, rate: float | None, size: int) -> str:
@@ -515,7 +562,7 @@ def rate_cell(r: Result, rate: float | None, size: int) -> str:
     on_run = f"; run {inner:,.0f}" if inner else ""
     if rate:
         return f"{rate:,.0f} rec/s ({rate * size / 2**20:.0f} MiB/s){on_run}"
-    return f"- (N2 run not slower: noise){on_run}" if r.of("N1") and r.of("N2") else "-"
+    return f"- (N2 runs not slower: noise){on_run}" if r.of("N1") and r.of("N2") else "-"
 
 
 def verdict(ok: bool) -> str:
@@ -524,15 +571,15 @@ def verdict(ok: bool) -> str:
 
 def main_rows(results: list[Result], load: Load) -> list[list[str]]:
     baseline = next((r for r in results if r.variant.plain and not r.error), None)
-    base_rate = marginal(baseline) if baseline else None
     base_wall = median(baseline.of("N2")) if baseline else None
     rows = []
     for r in results:
         rate = marginal(r)
         n2 = median(r.of("N2"))
         ratios = []
-        if rate and base_rate and not r.variant.plain:
-            ratios.append(f"rate {rate / base_rate:.2f}x")
+        ratio = rate_ratio(r, baseline)
+        if ratio and not r.variant.plain:
+            ratios.append(f"rate {ratio:.2f}x")
         if n2 and base_wall and not r.variant.plain:
             ratios.append(f"wall {n2 / base_wall:.2f}x")
         rows.append(
@@ -545,13 +592,13 @@ def main_rows(results: list[Result], load: Load) -> list[list[str]]:
                 fixed(r.of("small")),
                 rate_cell(r, rate, load.size),
                 ", ".join(ratios) or ("1.00x" if r is baseline else "-"),
-                targets_met(r, base_rate),
+                targets_met(r, baseline),
             ]
         )
     return rows
 
 
-def targets_met(r: Result, base_rate: float | None) -> str:
+def targets_met(r: Result, baseline: Result | None) -> str:
     """The issue's targets for this variant, in a few words."""
     if r.variant.plain:
         return "(reference)"
@@ -561,16 +608,15 @@ def targets_met(r: Result, base_rate: float | None) -> str:
         parts.append(f"nothing new {verdict(nothing <= TARGET_NOTHING_NEW_S)}")
     if small is not None:
         parts.append(f"10k {verdict(small <= TARGET_SMALL_S)}")
-    rate = marginal(r)
-    if r.variant.delivery == "exactly-once" and rate and base_rate:
-        parts.append(f"rate {verdict(rate >= TARGET_EO_RATE_RATIO * base_rate)}")
+    ratio = rate_ratio(r, baseline)
+    if r.variant.delivery == "exactly-once" and ratio:
+        parts.append(f"rate {verdict(ratio >= TARGET_EO_RATE_RATIO)}")
     return "; ".join(parts) or "-"
 
 
 def target_rows(results: list[Result]) -> tuple[list[str], list[list[str]]]:
     """One row per target of issue 11, one column per variant: the figure and met / NOT met."""
     baseline = next((r for r in results if r.variant.plain and not r.error), None)
-    base_rate = marginal(baseline) if baseline else None
     header = ["target (issue 11)", *(r.variant.key for r in results)]
 
     def cell(r: Result, figure: float | None, limit: float, unit: str, applies: bool = True) -> str:
@@ -584,17 +630,36 @@ def target_rows(results: list[Result]) -> tuple[list[str], list[list[str]]]:
     small = [cell(r, median(r.of("small")), TARGET_SMALL_S, " s", not r.variant.plain) for r in results]
     rates = []
     for r in results:
-        rate = marginal(r)
-        if r.variant.delivery != "exactly-once" or not rate or not base_rate:
+        ratio = rate_ratio(r, baseline)
+        if r.variant.delivery != "exactly-once" or not ratio:
             rates.append("n/a" if r.variant.delivery != "exactly-once" else "-")
         else:
-            ratio = rate / base_rate
             rates.append(f"{ratio:.2f}x: {verdict(ratio >= TARGET_EO_RATE_RATIO)}")
     return header, [
         [f"a run with nothing new <= {TARGET_NOTHING_NEW_S:g} s (wall)", *nothing],
         [f"a run copying {TARGET_SMALL_RECORDS:,} records <= {TARGET_SMALL_S:g} s (wall)", *small],
         [f"marginal exactly-once rate >= {TARGET_EO_RATE_RATIO:g}x the plain loop", *rates],
     ]
+
+
+def round_rows(results: list[Result], rounds: int) -> list[list[str]]:
+    """Each round's marginal rate and its ratio to the baseline's rate in the same round."""
+    baseline = next((r for r in results if r.variant.plain and not r.error), None)
+    base = round_rates(baseline) if baseline else {}
+    rows = []
+    for r in results:
+        rates = round_rates(r)
+        cells = []
+        for n in range(1, rounds + 1):
+            if n not in rates:
+                cells.append("-")
+            elif n in base and not r.variant.plain:
+                cells.append(f"{rates[n]:,.0f} ({rates[n] / base[n]:.2f}x)")
+            else:
+                cells.append(f"{rates[n]:,.0f}")
+        ratio = rate_ratio(r, baseline)
+        rows.append([r.variant.key, *cells, f"{ratio:.2f}x" if ratio and not r.variant.plain else "-"])
+    return rows
 
 
 def detail_rows(results: list[Result]) -> list[list[str]]:
@@ -690,7 +755,9 @@ def run_benchmark(args: argparse.Namespace, variants: list[Variant]) -> tuple[li
     try:
         with clusters(args) as (source, target, embedded), spark_connect(args, variants, workdir) as remote:
             run_id = "r" + secrets.token_hex(3)  # topic names unique to the run, for shared clusters
-            load = Load(run_id, args.records, args.size, args.partitions, args.tiny, TARGET_SMALL_RECORDS)
+            load = Load(
+                run_id, args.records, args.size, args.partitions, args.tiny, TARGET_SMALL_RECORDS, args.rate_rounds
+            )
             rf = args.replication_factor if args.replication_factor is not None else (1 if embedded else -1)
             say(f"1. loading the source ({source}); target {target}; run id {run_id}")
             load_source(source, target, load, variants)
@@ -704,11 +771,19 @@ def run_benchmark(args: argparse.Namespace, variants: list[Variant]) -> tuple[li
                     results.append(measure(runner, variant, load, args.repeats))
                     if embedded or not args.keep_topics:  # frees the target's disk and memory
                         delete_topics(target, load.target_topics(variant))
+                for number in range(2, load.rounds + 1):
+                    shift = (number - 1) % len(results)
+                    for result in results[shift:] + results[:shift]:  # rotated: no variant always goes last
+                        if result.error is None:
+                            measure_rate(runner, result, load, number)
+                        if embedded or not args.keep_topics:
+                            delete_topics(target, load.target_topics(result.variant.in_round(number)))
             finally:
                 if not embedded and not args.keep_topics:
                     say("deleting the topics this run created")
-                    delete_topics(source, sorted({t for v in variants for t in load.source_topics(v)}))
-                    for v in variants:
+                    everything = load.in_rounds(variants)
+                    delete_topics(source, sorted({t for v in everything for t in load.source_topics(v)}))
+                    for v in everything:
                         delete_topics(target, load.target_topics(v))
             return results, load, embedded
     finally:
@@ -737,6 +812,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="runs per fixed-cost measurement (default 3)")
     parser.add_argument("--quick", action="store_true", help="a fast check: 100,000 records")
     parser.add_argument(
+        "--rate-rounds",
+        type=int,
+        default=3,
+        help="rounds of N1 and N2 runs per variant for the marginal rate (default 3; the median is reported)",
+    )
+    parser.add_argument(
         "--variants",
         default=",".join(VARIANTS),
         help=f"comma-separated, from {', '.join(VARIANTS)} (default: all; the baseline is kept for the ratios)",
@@ -758,6 +839,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--source-bootstrap and --target-bootstrap go together")
     if args.quick:
         args.records = 100_000
+    if args.rate_rounds < 1:
+        parser.error("--rate-rounds must be at least 1")
     keys = [k.strip() for k in args.variants.split(",") if k.strip()]
     unknown = [k for k in keys if k not in VARIANTS]
     if unknown:
@@ -787,7 +870,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"load: N2 = {load.records:,} and N1 = {load.n1:,} records of {load.size} bytes in {load.partitions} "
         f"partitions; tiny = {load.tiny}, small = {load.small:,}; fixed costs: median of {args.repeats} "
-        "(min-max) [the run's own seconds]\n"
+        f"(min-max) [the run's own seconds]; marginal rates: median of {load.rounds} round(s)\n"
     )
     header = [
         "variant",
@@ -804,6 +887,9 @@ def main(argv: list[str] | None = None) -> int:
     print()
     target_header, rows = target_rows(results)
     print(table(rows, target_header))
+    print()
+    rounds = [f"round {n} rec/s (vs baseline)" for n in range(1, load.rounds + 1)]
+    print(table(round_rows(results, load.rounds), ["marginal rate", *rounds, "median ratio"]))
     print()
     print(table(detail_rows(results), ["variant", "step", "records", "runs", "wall", "run", "wall - run"]))
     phase_header, rows = phase_rows(results)

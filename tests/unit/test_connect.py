@@ -10,7 +10,7 @@ from include.mirrorflow.replication.connect import (
     session_id_for,
     with_session_id,
 )
-from include.mirrorflow.replication.local_connect import SERVER_CLASS, server_command
+from include.mirrorflow.replication.local_connect import SERVER_CLASS, local_master, server_command
 
 
 @pytest.mark.parametrize(
@@ -48,6 +48,7 @@ def test_session_ids_are_stable_per_flow_family_and_distinct_between_them() -> N
 def test_local_server_listens_on_loopback_with_task_retries() -> None:
     command = server_command(20123)
     assert command[command.index("--class") + 1] == SERVER_CLASS
-    assert command[command.index("--master") + 1] == "local[*,4]"
+    assert command[command.index("--master") + 1] == local_master()
+    assert (local_master(1), local_master(2), local_master(8)) == ("local[4,4]", "local[4,4]", "local[16,4]")
     confs = {command[i + 1] for i, arg in enumerate(command) if arg == "--conf"}
     assert {"spark.connect.grpc.binding.port=20123", "spark.connect.grpc.binding.address=127.0.0.1"} <= confs

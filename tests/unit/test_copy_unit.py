@@ -297,3 +297,55 @@ def test_at_least_once_checkpoints_inside_a_consumer_batch(
     ]
     (consumer,) = fakes["consumers"]
     assert consumer.paused  # one consumer batch held all 25 records
+
+
+def test_an_exactly_once_unit_chains_bounded_transactions_on_one_consumer(fakes: dict[str, Any]) -> None:
+    result = copy.copy_unit(unit(max_records=10))
+    assert (result.status, result.records, result.position) == ("copied", 25, 25)
+    assert result.runs == [Run(0, 0, 9, 9), Run(10, 10, 19, 19), Run(20, 20, 24, 24)]
+    (producer,) = FakeProducer.made
+    assert producer.commits == 3
+    assert [m.value() for m in producer.log["mm2-offsets.src.internal"]] == [
+        b'{"offset":9}',
+        b'{"offset":19}',
+        b'{"offset":24}',
+    ]
+    assert [m.value() for m in producer.log["src.src"]] == fakes["values"]
+    assert len(fakes["consumers"]) == 1  # the next transaction went on where the last one stopped
+
+
+def test_a_transaction_full_by_bytes_leaves_the_rest_of_the_batch_to_the_next(fakes: dict[str, Any]) -> None:
+    # Each record is 2 bytes of key ("k0") + 2-3 of value + 2 of header: a 40-byte span holds 6 or 7.
+    result = copy.copy_unit(unit(max_bytes=40))
+    assert (result.status, result.records) == ("copied", 25)
+    (producer,) = FakeProducer.made
+    assert [m.value() for m in producer.log["src.src"]] == fakes["values"]  # nothing skipped, nothing twice
+    assert producer.commits > 3
+    assert (result.runs[0].start_upstream, result.runs[0].start_downstream) == (0, 0)
+    assert all(r.end_upstream + 1 == n.start_upstream for r, n in zip(result.runs, result.runs[1:]))
+
+
+def test_a_unit_whose_time_is_up_returns_after_its_first_transaction(
+    fakes: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(copy, "UNIT_SECONDS", 0.0)
+    result = copy.copy_unit(unit(max_records=10))
+    assert (result.status, result.records, result.position) == ("copied", 10, 10)
+    assert FakeProducer.made[0].commits == 1
+    assert fakes["consumers"][0].closed
+
+
+def test_a_failure_in_a_later_transaction_keeps_what_earlier_ones_committed(
+    fakes: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fakes["values"] = [b"v%d" % i for i in range(22)] + [b"L" * 5000] + [b"after"]
+    real = FakeProducer.__init__
+
+    def limited(self: FakeProducer, config: dict[str, Any]) -> None:
+        real(self, config)
+        self.max_size = 2000
+
+    monkeypatch.setattr(FakeProducer, "__init__", limited)
+    result = copy.copy_unit(unit(end=24, max_records=10))
+    assert (result.status, result.records, result.position) == ("failed", 20, 20)
+    assert "source offset 22" in (result.error or ""), result.error

@@ -172,11 +172,12 @@ _SPECS = [
         "mirrorflow.unit.max.records",
         "int",
         "100000",
-        "records per work unit (one Spark task, one transaction)",
+        "records per transaction (exactly-once) or between progress checkpoints (at-least-once, at most 10,000); "
+        "a work unit (one Spark task) chains them over its partition for up to 30 s",
         minimum=1,
         maximum=INT32_MAX,
     ),
-    _k("mirrorflow.unit.max.bytes", "int", "67108864", "bytes per work unit", minimum=1024, maximum=INT64_MAX),
+    _k("mirrorflow.unit.max.bytes", "int", "67108864", "bytes per transaction or between progress checkpoints", minimum=1024, maximum=INT64_MAX),
     _k(
         "mirrorflow.poll.interval",
         "duration",

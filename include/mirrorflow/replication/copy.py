@@ -11,6 +11,9 @@ At-least-once: an idempotent producer; progress is written only after every reco
 acknowledged, so a failure can repeat records but never lose one. Progress is checkpointed inside a unit
 too (``CHECKPOINT_EVERY_RECORDS``, ``CHECKPOINT_EVERY_S``), so a crash repeats at most that many records.
 
+A unit is a chain of such transactions (or checkpoint intervals) over one partition, bounded in time
+(``UNIT_SECONDS``): what a unit committed before a failure stays committed and counted.
+
 Speed (issue 11): the copy loop takes large consumer batches (``CONSUME_BATCH``, never more than the unit still
 needs, so the call returns as soon as the unit's last record is there instead of waiting out a timeout), and
 pauses the source partition as soon as that last record is in hand: a consumer left at the end of a partition
@@ -54,6 +57,16 @@ CHECKPOINT_EVERY_S = 1.0
 CHECKPOINT_EVERY_RECORDS = 10_000
 """At-least-once: a unit stores progress at least every second and every 10,000 records of a partition, so a
 crash repeats at most 10,000 records per partition (fewer at low rates)."""
+
+UNIT_SECONDS = 30.0
+"""A unit copies its partition in spans: transactions of at most ``mirrorflow.unit.max.records`` and
+``mirrorflow.unit.max.bytes`` (exactly-once), or that much between progress checkpoints (at-least-once). After a
+span it goes on with the next one, on the same consumer and producer, until it reaches its end or has run this long;
+then it returns to the driver, which logs progress, checks that it still holds the run lock and plans the next
+wave. Why not a unit per span: each unit opens a consumer, reads the stored progress and costs the driver a Spark
+job, and a broker that answers a fetch with a partition's whole backlog (the embedded test broker) sends the rest of
+that backlog again to every new consumer: 1,000,000 records in 4 partitions took 42 s as 16 units, against 7 s for
+the first 250,000 (issue 11)."""
 
 CONSUME_BATCH = 50_000
 CONSUME_BYTES = 64 * 1024 * 1024
@@ -263,7 +276,9 @@ class _UnitCopy:
         self.source_last: str | None = None
         self.previous = -1  # last copied upstream offset before this unit's next run (-1: claim nothing)
         self.target_next: int | None = None
-        self.last_checkpoint = time.monotonic()
+        self.last_checkpoint = self.started = time.monotonic()
+        # Records per span: a transaction (exactly-once), or between progress checkpoints (at-least-once).
+        self.span_records = spec.max_records if self.exactly_once else min(spec.max_records, CHECKPOINT_EVERY_RECORDS)
 
     def ended(self, status: str, error: str, *, retriable: bool = False) -> UnitResult:
         """The result of a unit that stopped early: counts stay what was committed before."""
@@ -381,7 +396,7 @@ class _UnitCopy:
     def _batch_size(self, position: int) -> int:
         """Records to ask the consumer for: never past the unit's end, its record limit or a fault."""
         spec = self.spec
-        want = min(CONSUME_BATCH, spec.end - position, spec.max_records - self.result.records - len(self.sent_offsets))
+        want = min(CONSUME_BATCH, spec.end - position)
         if self.sent_total:
             want = min(want, CONSUME_BYTES * self.sent_total // max(1, self.bytes_total))
         fault = spec.fault
@@ -420,11 +435,12 @@ class _UnitCopy:
                 paused = True
             done = 0
             while done < len(messages):
-                # At-least-once stores progress every CHECKPOINT_EVERY_RECORDS: a batch is sent in slices that end there.
-                room = len(messages) if self.exactly_once else max(1, CHECKPOINT_EVERY_RECORDS - len(self.sent_offsets))
+                # A batch is sent in slices that end where a span (a transaction, or at-least-once's checkpoint
+                # interval) is full; the rest of the batch goes into the next span.
+                room = max(1, self.span_records - len(self.sent_offsets))
                 chunk = messages[done : done + room] if done or room < len(messages) else messages
-                done += len(chunk)
-                stop, eof = self._send(chunk, position)
+                stop, eof, used = self._send(chunk, position)
+                done += used
                 reached_eof = reached_eof or eof
                 if self.last_message is not None and self.last_message.offset() >= position:
                     position = self.last_message.offset() + 1
@@ -442,12 +458,11 @@ class _UnitCopy:
                     return stop
                 if position >= end:
                     return end
-                if self.result.records + len(self.sent_offsets) >= spec.max_records:
-                    return position
-                if not self.exactly_once and (
-                    len(self.sent_offsets) >= CHECKPOINT_EVERY_RECORDS
-                    or time.monotonic() - self.last_checkpoint >= CHECKPOINT_EVERY_S
-                ):
+                if self._span_full():
+                    if time.monotonic() - self.started >= UNIT_SECONDS:
+                        return position  # the unit's time is up: this span is its last
+                    self._next_span(position)
+                elif not self.exactly_once and time.monotonic() - self.last_checkpoint >= CHECKPOINT_EVERY_S:
                     self._checkpoint(position)
             if reached_eof:
                 # Under read_committed the position moves past aborted records and markers without delivering them.
@@ -466,11 +481,23 @@ class _UnitCopy:
                     f"at offset {position} (target end {spec.end})"
                 )
 
-    def _send(self, messages: list[Any], position: int) -> tuple[int | None, bool]:
+    def _span_full(self) -> bool:
+        """The records sent since the last checkpoint fill a span: its records or its bytes."""
+        return len(self.sent_offsets) >= self.span_records or self.sent_bytes >= self.spec.max_bytes
+
+    def _next_span(self, position: int) -> None:
+        """Store progress up to ``position`` (commit the transaction) and go on in a new one."""
+        self._checkpoint(position)
+        if self.exactly_once:
+            assert self.producer is not None
+            self.producer.begin_transaction()
+
+    def _send(self, messages: list[Any], position: int) -> tuple[int | None, bool, int]:
         """Produce a consumer batch in order: the hot loop, a few method calls per record.
 
-        Returns the offset to end the unit at, if a message says so (the unit's end, its byte limit, records the
-        source deleted under the reader), and whether the batch held an end-of-partition event.
+        Returns the offset to end the unit at, if a message says so (the unit's end, records the source deleted
+        under the reader), whether the batch held an end-of-partition event, and how many of the messages it
+        used: it stops after the record that fills the span's bytes, and the caller sends the rest in the next.
         """
         spec, producer = self.spec, self.producer
         assert producer is not None
@@ -479,12 +506,14 @@ class _UnitCopy:
         sent_offsets = self.sent_offsets
         note = sent_offsets.append
         before = len(sent_offsets)
-        byte_room = spec.max_bytes - self.result.bytes - self.sent_bytes
+        byte_room = spec.max_bytes - self.sent_bytes
         sent_bytes = 0
         last = None
         stop = None
         eof = False
+        used = 0
         for message in messages:
+            used += 1
             error = message.error()
             if error is not None:
                 if error.code() == KafkaError._PARTITION_EOF:
@@ -529,10 +558,9 @@ class _UnitCopy:
             sent_bytes += size
             last = message
             if sent_bytes >= byte_room:
-                stop = offset + 1
                 break
         self._record_batch(sent_offsets, before, sent_bytes, last)
-        return stop, eof
+        return stop, eof, used
 
     def _record_batch(self, sent_offsets: list[int], before: int, sent_bytes: int, last: Any) -> None:
         """Add what one consumer batch sent to the unit's counts."""
@@ -578,8 +606,7 @@ class _UnitCopy:
             position = offset + 1
             self.producer.poll(0)
             _maybe_fail(spec, "before-commit", self.sent_total, self.producer)
-            copied = self.result.records + len(self.sent_offsets)
-            if copied >= spec.max_records or self.result.bytes + self.sent_bytes >= spec.max_bytes:
+            if self._span_full():
                 return position, True
         return position, False
 

@@ -1,9 +1,9 @@
 """One replication run of one flow and topic family: discover, prepare, plan, copy, report.
 
 Every step is a function of plain data; only the copy runs in executors. Work is planned per source
-partition up to its last stable offset and executed in waves of bounded units (one Spark task and
-one transaction each); a wave never holds two units of the same partition, so records keep their
-order. State lives on the clusters (progress, offset syncs), so any process can run the next step.
+partition up to its last stable offset and executed in waves of units (one Spark task each, a chain of
+bounded transactions for up to ``copy.UNIT_SECONDS``); a wave never holds two units of the same partition, so
+records keep their order. State lives on the clusters (progress, offset syncs), so any process can run the next step.
 """
 
 from __future__ import annotations

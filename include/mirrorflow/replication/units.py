@@ -83,7 +83,11 @@ class Fault:
 
 @dataclass(frozen=True)
 class UnitSpec:
-    """One bounded piece of work: copy ``topic[partition]`` from the stored progress up to ``end``."""
+    """One bounded piece of work: copy ``topic[partition]`` from the stored progress up to ``end``.
+
+    ``max_records`` and ``max_bytes`` bound one transaction (exactly-once) or the records between two progress
+    checkpoints (at-least-once); a unit chains them until ``end`` or its time is up (``copy.UNIT_SECONDS``).
+    """
 
     source_alias: str
     target_alias: str
@@ -129,7 +133,7 @@ class UnitResult:
     """What one work unit did; ``status`` is copied, noop, fenced, stopped or failed.
 
     The counts are what the unit committed (records whose progress is stored), never what it merely sent:
-    a failed exactly-once unit committed nothing, a failed at-least-once unit what it checkpointed.
+    a failed unit counts the transactions (exactly-once) or checkpoints (at-least-once) it completed.
     ``retriable``: the failure was transient (a broker restarting, a leader moving): the run retries it.
     """
 
