@@ -199,6 +199,14 @@ _SPECS = [
         "how long a run, a DAG's check_clusters or a CLI command waits for a cluster's metadata before failing "
         "with one line naming it (a cluster that refuses connections or whose name does not resolve fails sooner)",
     ),
+    _k(
+        "mirrorflow.spark.pool",
+        "string",
+        "",
+        "Airflow pool of the mirror DAGs' replicate tasks, so that few Spark jobs run at once (empty: Airflow's "
+        "default_pool); the pool must exist (`airflow pools set NAME SLOTS DESCRIPTION`; the demo makes one with a "
+        "slot per 2 cores)",
+    ),
     _k("mirrorflow.heartbeats.schedule", "schedule", "1m", "schedule of the flow's heartbeats DAG"),
     _k(
         "mirrorflow.heartbeats.max.age",
