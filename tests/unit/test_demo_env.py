@@ -17,7 +17,7 @@ import pytest
 
 from include.mirrorflow.config import load_config
 from include.mirrorflow.config.location import REPO_ROOT
-from include.mirrorflow.demo.airflow_env import admin_login, airflow_environment, jwt_secret
+from include.mirrorflow.demo.airflow_env import admin_login, airflow_environment, jwt_secret, redact_url
 from include.mirrorflow.demo.stack import demo_dags
 
 CONFIG = REPO_ROOT / "include" / "config" / "mm2.properties"
@@ -128,6 +128,39 @@ def test_no_secret_in_repr(env: dict[str, str], tmp_path: Path) -> None:
     assert env["AIRFLOW__API_AUTH__JWT_SECRET"] == secret  # still the real value for the processes
 
 
+def test_sqlite_in_the_home_is_the_default_database(env: dict[str, str], tmp_path: Path) -> None:
+    """Tests' dag.test() uses a throwaway SQLite file; an inherited URL must never point them elsewhere."""
+    assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] == f"sqlite:///{tmp_path / 'airflow' / 'airflow.db'}"
+    assert "AIRFLOW__CORE__EXECUTOR" not in env
+    inherited = {**BASE, "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": "postgresql://someone:pw@prod/airflow"}
+    again = airflow_environment(tmp_path / "airflow", api_port=18080, config_path=CONFIG, base=inherited)
+    assert again["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].startswith("sqlite:///")
+
+
+def test_a_database_url_runs_the_local_executor_and_its_password_is_redacted(tmp_path: Path) -> None:
+    url = "postgresql+psycopg2://mirrorflow:s3cr3t-Pw_x@127.0.0.1:15432/airflow"
+    env = airflow_environment(tmp_path / "a", api_port=18080, config_path=CONFIG, base=BASE, database_url=url)
+    assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] == url
+    assert env["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
+    for text in (repr(env), str(env)):
+        assert "s3cr3t-Pw_x" not in text
+        assert "postgresql+psycopg2://mirrorflow:[redacted]@127.0.0.1:15432/airflow" in text
+
+
+def test_redact_url_keeps_everything_but_the_password() -> None:
+    assert redact_url("postgresql://u:p%40ss@h:1/db") == "postgresql://u:[redacted]@h:1/db"
+    assert redact_url("sqlite:////tmp/airflow.db") == "sqlite:////tmp/airflow.db"
+    assert redact_url("http://127.0.0.1:8080/api") == "http://127.0.0.1:8080/api"
+
+
+def test_dag_parsing_timeouts_are_set_deliberately(env: dict[str, str]) -> None:
+    """A starved machine once took 20-44 s per DAG file (Airflow's default import timeout: 30 s); the processor's
+    timeout is longer, so that a slow file fails with the import timeout's message naming it."""
+    import_timeout = int(env["AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT"])
+    assert import_timeout >= 120
+    assert int(env["AIRFLOW__DAG_PROCESSOR__DAG_FILE_PROCESSOR_TIMEOUT"]) > import_timeout
+
+
 def test_demo_dags_of_the_example_configuration() -> None:
     dags = {d.dag_id: d for d in demo_dags(load_config(CONFIG))}
     assert set(dags) == {
@@ -142,3 +175,4 @@ def test_demo_dags_of_the_example_configuration() -> None:
     assert dags["mirror__primary__backup__payments"].topics == (("payments.card", "primary.payments.card"),)
     assert dags["mirror__primary__backup__default"].topics == (("customers", "primary.customers"),)
     assert dags["mirror__primary__backup__orders"].schedule == "every 2m"
+
