@@ -6,6 +6,13 @@ the reverse herder ``B->A`` writes (B, A) into A's. ``A->B`` then replicates A's
 write to A, replication from A to B running, and its lag. mirrorflow keeps exactly those topics and
 bytes (so ``MirrorClient.upstreamClusters()`` and ``replicationHops()`` work), emits from the
 heartbeats DAG, and lets the mirror runs carry ``heartbeats`` like any other topic.
+
+A new flow has nothing in ``A.heartbeats`` until its first mirror run copied one, so "no heartbeat yet" is
+not an outage at once: the flow is WAITING for ``mirrorflow.heartbeats.grace`` (default: the max age) after
+its *first own heartbeat*, the earliest (A, B) record in ``heartbeats`` on B. That record is durable (a
+Kafka topic, not a process's memory), written by the heartbeats DAG's first run together with the first
+reverse heartbeat into A (the one that has to cross), and it lies on B, which must answer for any
+freshness check, so it can be read even while A is down.
 """
 
 from __future__ import annotations
@@ -13,11 +20,16 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
 from . import clients
-from .config.model import FlowConfig, MirrorConfig, Side
+from .config.model import FlowConfig, MirrorConfig, Side, parse_duration
 from .internal_topics import InternalTopic, ensure_internal_topic
 from .replication.progress import read_tail
 from .wire import Heartbeat, WireFormatError
+
+#: A topic or partition that does not exist (yet): nothing was written there.
+_ABSENT = (KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC, KafkaError.UNKNOWN_TOPIC_OR_PART)
 
 
 @dataclass(frozen=True)
@@ -27,9 +39,17 @@ class Emitted:
     heartbeat: Heartbeat
 
 
+GRACE_KEY = "mirrorflow.heartbeats.grace"
+MAX_AGE_KEY = "mirrorflow.heartbeats.max.age"
+
+
 @dataclass(frozen=True)
 class Freshness:
-    """How old the newest heartbeat that crossed a flow is, against the flow's threshold."""
+    """How old the newest heartbeat that crossed a flow is, against the flow's threshold.
+
+    ``first_ms`` and ``grace_s`` are only looked up while no heartbeat has crossed (``newest_ms`` None): they
+    decide between WAITING (a new flow within its grace period) and STALE.
+    """
 
     flow: str
     topic: str  # ``<src>.heartbeats`` on the target
@@ -37,14 +57,42 @@ class Freshness:
     age_s: float | None
     threshold_s: float
     checked_at_ms: int
+    first_ms: int | None = None  # the flow's first own heartbeat ((src, tgt) on the target); None: none found
+    grace_s: float | None = None
 
     @property
     def fresh(self) -> bool:
         return self.age_s is not None and self.age_s <= self.threshold_s
 
+    @property
+    def waiting(self) -> bool:
+        """Nothing crossed yet, but the flow is younger than its grace period: not an outage (yet)."""
+        return (
+            self.age_s is None
+            and self.first_ms is not None
+            and self.grace_s is not None
+            and (self.checked_at_ms - self.first_ms) / 1000 <= self.grace_s
+        )
+
+    @property
+    def verdict(self) -> str:
+        """``fresh``, ``waiting`` or ``stale``."""
+        return "fresh" if self.fresh else "waiting" if self.waiting else "stale"
+
     def describe(self) -> str:
         if self.age_s is None:
-            return f"{self.flow}: no heartbeat in {self.topic} yet (threshold {self.threshold_s:.0f} s)"
+            if self.first_ms is None:
+                return (
+                    f"{self.flow}: no heartbeat in {self.topic} yet, and none of the flow's own in heartbeats on the "
+                    f"target (STALE; threshold {self.threshold_s:.0f} s)"
+                )
+            since = max(0.0, (self.checked_at_ms - self.first_ms) / 1000)
+            grace = self.grace_s if self.grace_s is not None else self.threshold_s
+            state = "WAITING for the first to cross" if self.waiting else "STALE"
+            return (
+                f"{self.flow}: no heartbeat in {self.topic} yet, {since:.0f} s after the flow's first heartbeat "
+                f"({state}; grace {grace:.0f} s)"
+            )
         state = "fresh" if self.fresh else "STALE"
         return f"{self.flow}: newest heartbeat {self.age_s:.0f} s old ({state}; threshold {self.threshold_s:.0f} s)"
 
@@ -104,27 +152,88 @@ def newest_heartbeat(
     return newest
 
 
+def first_heartbeat(flow: FlowConfig, timeout: float = 15.0) -> int | None:
+    """Timestamp (ms) of the flow's first own heartbeat: the earliest (src, tgt) record in ``heartbeats`` on the target.
+
+    Read from the start of the partition, stopping at the first match: only asked while nothing has crossed,
+    that is for a new flow, whose records are few. The topic is compacted, but the broker only compacts
+    segments that rolled (``segment.ms``, 7 days by default), so the first record of a young flow is there;
+    for an old flow it may be a later one, which the alert state makes harmless (a flow that was fresh or
+    stale once never waits again).
+    """
+    topic = flow.policy.heartbeats_topic()
+    config = clients.client_properties(flow, "target", "consumer")
+    consumer = Consumer({**config, "enable.auto.commit": False, "enable.partition.eof": True})
+    try:
+        try:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=timeout)
+        except KafkaException as exc:
+            if exc.args[0].code() in _ABSENT:
+                return None
+            raise
+        if high <= low:
+            return None
+        consumer.assign([TopicPartition(topic, 0, low)])
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            if message.error():
+                if message.error().code() == KafkaError._PARTITION_EOF:
+                    return None
+                raise KafkaException(message.error())
+            try:
+                beat = Heartbeat.decode(message.key() or b"", message.value() or b"")
+            except WireFormatError:
+                beat = None
+            if beat is not None and (beat.source_alias, beat.target_alias) == (flow.source, flow.target):
+                return beat.timestamp_ms
+            if message.offset() + 1 >= high:
+                return None
+        raise TimeoutError(f"{topic} on {flow.target} not read to offset {high} within {timeout:.0f} s")
+    finally:
+        consumer.close()
+
+
 def threshold_seconds(flow: FlowConfig) -> float:
     """``mirrorflow.heartbeats.max.age``: when a heartbeat older than this means replication stopped."""
-    from .config.model import parse_duration
-
-    return float(parse_duration(flow.get("mirrorflow.heartbeats.max.age")))
+    return float(parse_duration(flow.get(MAX_AGE_KEY)))
 
 
-def check_freshness(flow: FlowConfig, *, threshold_s: float | None = None, timeout: float = 15.0) -> Freshness:
-    """The flow's heartbeat freshness now; the target must answer (an unreachable target raises)."""
+def grace_seconds(flow: FlowConfig) -> float:
+    """``mirrorflow.heartbeats.grace``: how long a new flow may wait for its first heartbeat to cross (unset: max age)."""
+    text = flow.get(GRACE_KEY).strip()
+    return float(parse_duration(text)) if text else threshold_seconds(flow)
+
+
+def check_freshness(
+    flow: FlowConfig, *, threshold_s: float | None = None, grace_s: float | None = None, timeout: float = 15.0
+) -> Freshness:
+    """The flow's heartbeat freshness now; the target must answer (an unreachable target raises).
+
+    While nothing has crossed, the flow's first own heartbeat is looked up too, for the grace period.
+    """
     threshold = threshold_seconds(flow) if threshold_s is None else threshold_s
     newest = newest_heartbeat(flow, timeout=timeout)
+    first, grace = None, None
+    if newest is None:
+        first = first_heartbeat(flow, timeout=timeout)
+        grace = grace_seconds(flow) if grace_s is None else grace_s
     now_ms = int(time.time() * 1000)
     age = None if newest is None else max(0.0, (now_ms - newest) / 1000)
-    return Freshness(flow.name, replicated_heartbeats_topic(flow), newest, age, threshold, now_ms)
+    return Freshness(flow.name, replicated_heartbeats_topic(flow), newest, age, threshold, now_ms, first, grace)
 
 
 __all__ = [
+    "GRACE_KEY",
+    "MAX_AGE_KEY",
     "Emitted",
     "Freshness",
     "check_freshness",
     "emit_heartbeat",
+    "first_heartbeat",
+    "grace_seconds",
     "heartbeat_flows",
     "newest_heartbeat",
     "replicated_heartbeats_topic",

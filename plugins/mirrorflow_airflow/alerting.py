@@ -8,6 +8,10 @@ DAG runs and workers), Airflow's secrets masker for the webhook URL, and Airflow
 
 Delivery never raises: every channel is tried, and the failed ones are returned (and logged), because a
 broken webhook must not stop the notifiers after it, nor an automatic failover after the alert.
+
+Each notification is recorded in the Variable right after it went out, with the DAG run that sent it, so
+a retried ``alert`` task reports the same notification again instead of sending it twice or losing it
+(:func:`include.mirrorflow.alerts.evaluate`).
 """
 
 from __future__ import annotations
@@ -15,13 +19,23 @@ from __future__ import annotations
 import importlib
 import inspect
 import logging
+import time
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from airflow.sdk import BaseNotifier, Variable
 from airflow.sdk.log import mask_secret
 
-from include.mirrorflow.alerts import WEBHOOK_KEY, AlertState, Kind, WebhookError, post_webhook
+from include.mirrorflow.alerts import (
+    WEBHOOK_KEY,
+    AlertState,
+    Kind,
+    WebhookError,
+    alert_payload,
+    evaluate,
+    post_webhook,
+)
 from include.mirrorflow.config import FlowConfig
 
 log = logging.getLogger(__name__)
@@ -97,6 +111,65 @@ def call_notifier(path: str, message: str, payload: Mapping[str, Any], context: 
     raise TypeError(f"'{path}' is neither a BaseNotifier nor a callable")
 
 
+def channels(flow: FlowConfig, *, webhook: bool = True) -> list[str]:
+    """Where a notification goes: the task log always, then the webhook and the notifiers that are configured."""
+    found = ["log"]
+    if webhook and flow.get(WEBHOOK_KEY).strip():
+        found.append("webhook")
+    return found + flow.get_names(NOTIFIERS_KEY)
+
+
+def _clock(ms: int | None) -> str | None:
+    return None if ms is None else datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="seconds")
+
+
+def evaluate_and_notify(
+    flow: FlowConfig, freshness: Mapping[str, Any], context: Mapping[str, Any], *, run_id: str
+) -> dict[str, Any]:
+    """The ``alert`` task: decide, deliver what is new (once per DAG run), record it; a flat, JSON-ready result.
+
+    The state is saved right after delivery, before anything else can fail, with ``run_id`` as the sender:
+    a retry of the task then finds its own notification in the state and reports it (``replayed``) without
+    sending it again. The only window left is a crash between the POST and the save (a duplicate then,
+    never a lost alert).
+    """
+    previous = load_state(flow.source, flow.target)
+    decision = evaluate(previous, freshness, by=run_id)
+    state = decision.state
+    if decision.replayed:
+        log.warning(
+            "%s: this %s was sent at %s by an earlier try of this run (%s): reported again, not sent again",
+            flow.name,
+            decision.kind,
+            _clock(state.sent_at_ms),
+            run_id,
+        )
+    elif decision.kind is not None and decision.message is not None:
+        payload = alert_payload(flow.name, freshness, kind=decision.kind, message=decision.message)
+        failed = notify(flow, decision.kind, payload, context)
+        state = state.sent(decision.kind, decision.message, by=run_id, at_ms=int(time.time() * 1000), failed=failed)
+        save_state(flow.source, flow.target, state)
+    elif state != previous:
+        save_state(flow.source, flow.target, state)
+    log.info("%s: %s (%s)", flow.name, state.state, decision.kind or "nothing new to report")
+    sent_now = decision.kind is not None
+    return {
+        "verdict": state.state,
+        "kind": decision.kind,
+        "message": decision.message,
+        "replayed": decision.replayed,
+        "since_ms": state.since_ms,
+        "since": _clock(state.since_ms),
+        "alerted_at": _clock(state.alerted_at_ms),
+        "channels": channels(flow),
+        "failed_channels": list(state.sent_failed) if sent_now else [],
+        # the last notification of the flow (this run's, or an earlier run's during the same outage)
+        "last_sent_kind": state.sent_kind,
+        "last_sent_at": _clock(state.sent_at_ms),
+        "last_sent_by": state.sent_by,
+    }
+
+
 def notify(
     flow: FlowConfig, kind: Kind, payload: Mapping[str, Any], context: Mapping[str, Any], *, webhook: bool = True
 ) -> list[str]:
@@ -130,4 +203,13 @@ def notify(
     return failed
 
 
-__all__ = ["alert_state_key", "call_notifier", "load_object", "load_state", "notify", "save_state"]
+__all__ = [
+    "alert_state_key",
+    "call_notifier",
+    "channels",
+    "evaluate_and_notify",
+    "load_object",
+    "load_state",
+    "notify",
+    "save_state",
+]

@@ -6,8 +6,15 @@ source's ``heartbeats`` to ``<src>.heartbeats`` on the target. Then a sensor wat
 replicated heartbeat is against ``mirrorflow.heartbeats.max.age`` for most of the schedule interval, and
 an alert task turns its verdict into at most one alert per outage and one recovery after it; with
 ``mirrorflow.heartbeats.policy = auto-failover`` the alert also triggers ``failover__<src>__<tgt>``.
+Last, ``verdict`` fails while the flow is STALE, so the run is red for as long as the outage lasts.
 
     emit_heartbeats → watch_freshness → alert → failover_wanted → trigger_failover
+                                              ↘ verdict
+
+Why a separate ``verdict`` leaf instead of failing ``alert``: Airflow derives a run's state from its leaf
+tasks only (a failed ``alert`` followed by a skipped ``trigger_failover`` is a green run), and
+``failover_wanted`` needs the alert's output from a successful task (its trigger rule stays
+``all_success``, so auto-failover still triggers once per outage, from the run that alerted).
 """
 
 from __future__ import annotations
@@ -22,11 +29,17 @@ from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOpe
 from airflow.sdk import DAG, TriggerRule, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowRuntimeError
 
-from include.mirrorflow import alerts, heartbeats
+from include.mirrorflow import heartbeats
 from include.mirrorflow.config import FlowConfig, Schedule
 from include.mirrorflow.config.model import parse_schedule
 from mirrorflow_airflow import alerting
-from mirrorflow_airflow.freshness import DEFAULT_WATCH, POLL_KEY, HeartbeatFreshnessSensor
+from mirrorflow_airflow.freshness import (
+    DEFAULT_WATCH,
+    FAILURE_XCOM,
+    POLL_KEY,
+    HeartbeatFreshnessSensor,
+    describe,
+)
 from mirrorflow_airflow.hooks import MirrorflowHook
 from mirrorflow_airflow.mirror_dag import DEFAULT_ARGS, START_DATE, airflow_schedule, configured_flows
 
@@ -57,6 +70,17 @@ def watch_window(schedule: Schedule) -> timedelta:
     return DEFAULT_WATCH
 
 
+def stale_message(result: dict[str, Any]) -> str:
+    """What ``verdict`` fails with: the verdict, since when, and what was sent where (never the webhook URL)."""
+    text = f"{result.get('summary') or result.get('message') or 'replication is STALE'}; STALE since {result['since']}"
+    if result.get("alerted_at"):
+        sent_by = f" (run {result['last_sent_by']})" if result.get("last_sent_by") else ""
+        text += f"; alert sent at {result['alerted_at']}{sent_by} to {', '.join(result.get('channels') or ['log'])}"
+    if result.get("failed_channels"):
+        text += f"; NOT delivered by: {'; '.join(result['failed_channels'])}"
+    return text
+
+
 def _docs(flow: FlowConfig, watch: timedelta) -> str:
     return "\n".join(
         [
@@ -73,7 +97,10 @@ def _docs(flow: FlowConfig, watch: timedelta) -> str:
                 f"`watch_freshness` watches the age of the newest replicated heartbeat for {watch.total_seconds():.0f} s, "
                 f"every `{POLL_KEY}` = `{flow.get(POLL_KEY)}`, against `mirrorflow.heartbeats.max.age` = "
                 f"`{flow.get('mirrorflow.heartbeats.max.age')}`, and ends as soon as it is stale: a stale heartbeat "
-                f"means `{flow.source}` is down, unreachable from `{flow.target}`, or replication stopped or lags."
+                f"means `{flow.source}` is down, unreachable from `{flow.target}`, or replication stopped or lags. "
+                "A new flow whose first heartbeat has not crossed yet is WAITING (no alert) for "
+                f"`mirrorflow.heartbeats.grace` = `{flow.get('mirrorflow.heartbeats.grace') or 'the max age'}` "
+                "after its first heartbeat."
             ),
             "",
             (
@@ -81,8 +108,11 @@ def _docs(flow: FlowConfig, watch: timedelta) -> str:
                 f"`mirrorflow.alerts.notifiers`), remembering the state in the Variable "
                 f"`{alerting.alert_state_key(flow.source, flow.target)}`. With `mirrorflow.heartbeats.policy` = "
                 f"`auto-failover` (now `{flow.get('mirrorflow.heartbeats.policy')}`) an alert also triggers "
-                f"`{failover_dag_id(flow)}` once, in disaster mode."
+                f"`{failover_dag_id(flow)}` once, in disaster mode. A retried `alert` reports what its earlier "
+                "try sent and does not send it again."
             ),
+            "",
+            "`verdict` fails while the flow is STALE: the run is red for as long as the outage lasts.",
         ]
     )
 
@@ -131,22 +161,34 @@ def build_heartbeats_dag(flow: FlowConfig, config_file: Path, *, watch: timedelt
 
         @task(task_id="alert", trigger_rule=TriggerRule.ALL_DONE)
         def alert() -> dict[str, Any]:
-            """One alert per outage, one recovery after it; the state lives in an Airflow Variable."""
+            """One alert per outage, one recovery after it, each sent once even if this task is retried."""
             context = get_current_context()
-            freshness = context["ti"].xcom_pull(task_ids="watch_freshness")
+            ti = context["ti"]
+            freshness = ti.xcom_pull(task_ids="watch_freshness")
             if not freshness:
-                # Not measurable (target unreachable?): watch_freshness failed and says why. No verdict is
-                # better than a wrong one, and failing over to a target nobody can reach would be worse.
-                raise AirflowFailException(f"no freshness verdict for {name}: see the log of watch_freshness")
-            previous = alerting.load_state(flow.source, flow.target)
-            state, message, kind = alerts.decide(previous, freshness)
-            failed: list[str] = []
-            if kind is not None:
-                payload = alerts.alert_payload(name, freshness, kind=kind, message=message)
-                failed = alerting.notify(MirrorflowHook(config_file).flow(name), kind, payload, context)
-            alerting.save_state(flow.source, flow.target, state)
-            log.info("%s: %s (%s)", name, state.state, kind or "nothing new to report")
-            return {"kind": kind, "state": state.to_dict(), "message": message, "failed_channels": failed}
+                # Not measurable (target unreachable?): no verdict is better than a wrong one, and failing over
+                # to a target nobody can reach would be worse. Say what the watch measured last.
+                failure = ti.xcom_pull(task_ids="watch_freshness", key=FAILURE_XCOM)
+                why = failure or "watch_freshness ended before measuring anything (see its log)"
+                raise AirflowFailException(f"no freshness verdict for {name}: {why}")
+            result = alerting.evaluate_and_notify(
+                MirrorflowHook(config_file).flow(name), freshness, context, run_id=context["run_id"]
+            )
+            summary = describe(freshness)
+            if result["verdict"] == "stale" and freshness.get("verdict") == "waiting":
+                summary += "; STALE all the same: heartbeats crossed before, the grace period is for a new flow"
+            return {**result, "summary": summary}
+
+        @task(task_id="verdict")
+        def verdict(result: dict[str, Any]) -> str:
+            """Fails while the flow is STALE (after the alert was sent and recorded): the run turns red.
+
+            AirflowFailException: a verdict is a fact about the flow, retrying the task would not change it.
+            """
+            if result["verdict"] == "stale":
+                raise AirflowFailException(stale_message(result))
+            log.info("%s: %s", name, result.get("summary") or result["verdict"])
+            return str(result["verdict"])
 
         @task.short_circuit(task_id="failover_wanted")
         def failover_wanted(result: dict[str, Any]) -> bool:
@@ -176,16 +218,17 @@ def build_heartbeats_dag(flow: FlowConfig, config_file: Path, *, watch: timedelt
         trigger_failover = TriggerDagRunOperator(
             task_id="trigger_failover",
             trigger_dag_id=failover_id,
-            trigger_run_id="auto_failover__{{ ti.xcom_pull(task_ids='alert')['state']['since_ms'] }}",
+            trigger_run_id="auto_failover__{{ ti.xcom_pull(task_ids='alert')['since_ms'] }}",
             conf={"mode": "disaster", "dry_run": False},
             skip_when_already_exists=True,
             wait_for_completion=False,
             openlineage_inject_parent_info=False,
         )
 
-        verdict = alert()
-        emit_heartbeats() >> watch_freshness >> verdict
-        failover_wanted(verdict) >> trigger_failover
+        result = alert()
+        emit_heartbeats() >> watch_freshness >> result
+        failover_wanted(result) >> trigger_failover
+        verdict(result)
     return dag
 
 

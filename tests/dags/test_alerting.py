@@ -186,15 +186,57 @@ def test_the_heartbeats_dag_watches_alerts_and_may_fail_over(monkeypatch: pytest
     assert {t.task_id: sorted(t.downstream_task_ids) for t in dag.tasks} == {
         "emit_heartbeats": ["watch_freshness"],
         "watch_freshness": ["alert"],
-        "alert": ["failover_wanted"],
+        "alert": ["failover_wanted", "verdict"],
         "failover_wanted": ["trigger_failover"],
         "trigger_failover": [],
+        "verdict": [],  # a leaf: Airflow decides a run's state from its leaves, so a STALE verdict makes it red
     }
     sensor = dag.get_task("watch_freshness")
     assert (sensor.deferrable, sensor.poke_interval, sensor.watch) == (True, 15, timedelta(seconds=50))
     assert sensor.trigger_rule == TriggerRule.ALL_DONE and dag.get_task("alert").trigger_rule == TriggerRule.ALL_DONE
+    # failover_wanted needs the alert's output: only after a successful alert (auto-failover: once per outage)
+    assert dag.get_task("failover_wanted").trigger_rule == TriggerRule.ALL_SUCCESS
+    assert dag.get_task("verdict").trigger_rule == TriggerRule.ALL_SUCCESS
     trigger = dag.get_task("trigger_failover")
     assert trigger.trigger_dag_id == "failover__primary__backup"
     assert trigger.conf == {"mode": "disaster", "dry_run": False}
     assert trigger.skip_when_already_exists is True
     assert "mirrorflow_alert_state__primary__backup" in dag.doc_md
+    assert "mirrorflow.heartbeats.grace" in dag.doc_md
+
+
+def test_what_a_stale_verdict_and_a_watch_without_verdict_say() -> None:
+    from mirrorflow_airflow.freshness import last_measured, watch_failure
+    from mirrorflow_airflow.heartbeats_dag import stale_message
+
+    result = {
+        "verdict": "stale",
+        "summary": "a->b: newest heartbeat 700 s old (STALE; threshold 600 s)",
+        "since": "2026-11-23T02:00:00+00:00",
+        "alerted_at": "2026-11-23T02:00:00+00:00",
+        "last_sent_by": "scheduled__2026-11-23T01:59:00+00:00",
+        "channels": ["log", "webhook"],
+        "failed_channels": ["webhook: webhook answered HTTP 500 Internal Server Error"],
+    }
+    assert stale_message(result) == (
+        "a->b: newest heartbeat 700 s old (STALE; threshold 600 s); STALE since 2026-11-23T02:00:00+00:00; alert "
+        "sent at 2026-11-23T02:00:00+00:00 (run scheduled__2026-11-23T01:59:00+00:00) to log, webhook; NOT "
+        "delivered by: webhook: webhook answered HTTP 500 Internal Server Error"
+    )
+    measured = {
+        "flow": "a->b",
+        "topic": "a.heartbeats",
+        "newest_ms": 1_700_000_000_000 - 42_000,
+        "age_s": 42.0,
+        "threshold_s": 600.0,
+        "checked_at_ms": 1_700_000_000_000,
+    }
+    assert last_measured(measured, now_ms=1_700_000_030_000) == (
+        "last measured at 2023-11-14 22:13:20 UTC (30 s ago): a->b: newest heartbeat 42 s old (fresh; threshold 600 s)"
+    )
+    assert watch_failure("a->b", "the sensor timed out after 170 s", None) == (
+        "freshness watch of a->b ended without a verdict: the sensor timed out after 170 s; nothing could be measured"
+    )
+    assert "last measured by this task, after the watch ended at" in watch_failure(
+        "a->b", "t", measured, measured_now=True
+    )

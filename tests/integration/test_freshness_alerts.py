@@ -1,24 +1,29 @@
 """Stale-heartbeat detection and alerting, end to end: a real outage of the source, a real webhook.
 
 Its own pair of clusters (as ``test_heartbeats.py``, and for the same reason), of which the primary is
-stopped mid-test; a local HTTP server stands in for the webhook. The timing is measured on the trigger the
-deferrable sensor defers to (the code that runs in the triggerer), started while the heartbeat is still
-fresh; the alert state machine then runs twice through the heartbeats DAG (``dag.test``, which runs the
-deferred trigger in-process) while the primary is down, and once more after it is back.
+stopped mid-test; the demo's alert sink (a real background process) is the webhook, so the test counts
+what actually arrived. The timing is measured on the trigger the deferrable sensor defers to (the code that
+runs in the triggerer), started while the heartbeat is still fresh; the alert state machine then runs
+twice through the heartbeats DAG (``dag.test``, which runs the deferred trigger in-process) while the
+primary is down, the first time with an ``alert`` try that fails after sending (and is retried), and once
+more after it is back.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from include.mirrorflow.config import load_config
+from include.mirrorflow.demo.alert_sink import AlertSink
 from include.mirrorflow.devcluster import ClusterSpec, DevClusters
 from include.mirrorflow.heartbeats import check_freshness, emit_heartbeat
 from include.mirrorflow.replication.executor import LocalExecutor
@@ -45,6 +50,17 @@ def clusters(tmp_path: Path) -> Iterator[DevClusters]:
         yield manager
     finally:
         manager.down(timeout=30)
+
+
+@pytest.fixture
+def sink(tmp_path: Path) -> Iterator[AlertSink]:
+    """The demo's webhook receiver, in its own process, writing ``alerts.jsonl`` under ``tmp_path``."""
+    receiver = AlertSink(tmp_path / "demo")
+    receiver.start()
+    try:
+        yield receiver
+    finally:
+        receiver.stop()
 
 
 def _clear_alert_state() -> None:
@@ -90,16 +106,21 @@ def _first_event(trigger: Any) -> Any:
 
 def test_a_stopped_source_alerts_once_within_threshold_plus_one_poll_and_recovers_once(
     clusters: DevClusters,
-    webhook: tuple[str, list[dict[str, Any]]],
+    sink: AlertSink,
     airflow_db: None,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     from airflow.sdk import PokeReturnValue
+    from airflow.sdk.exceptions import AirflowSensorTimeout
+    from mirrorflow_airflow import alerting
     from mirrorflow_airflow.freshness import HeartbeatFreshnessSensor, HeartbeatFreshnessTrigger
     from mirrorflow_airflow.heartbeats_dag import heartbeats_dags
 
-    url, posts = webhook
+    endpoint = sink.endpoint()
+    assert endpoint is not None
+    url = endpoint.url
     primary_spec = clusters.specs[0]
     config_file = _write_config(tmp_path, clusters, f"mirrorflow.alerts.webhook.url = {url}\n")
     monkeypatch.setenv("MIRRORFLOW_CONFIG", str(config_file))
@@ -142,37 +163,76 @@ def test_a_stopped_source_alerts_once_within_threshold_plus_one_poll_and_recover
     poked = HeartbeatFreshnessSensor(task_id="poke", flow=FLOW, config_file=config_file).poke({})  # type: ignore[arg-type]
     assert isinstance(poked, PokeReturnValue) and poked.is_done and poked.xcom_value["fresh"] is False
 
-    # -- 2. two consecutive evaluations of the DAG while the primary is down: exactly one alert POST
+    # a deferral that times out (a triggerer that never ran the trigger) says what was measured last
+    deferred = HeartbeatFreshnessSensor(task_id="watch", flow=FLOW, config_file=config_file, deferrable=True)
+    with pytest.raises(AirflowSensorTimeout) as timed_out:
+        deferred.resume_execution("__fail__", {"error": "Trigger timeout"}, {})  # type: ignore[arg-type]
+    said = str(timed_out.value)
+    assert "the triggerer sent no verdict within the deferral's timeout" in said
+    assert re.search(r"last measured by this task, after the watch ended at .+ UTC \(\d+ s ago\): ", said), said
+    assert re.search(r"newest heartbeat \d+ s old \(STALE; threshold 5 s\)", said), said
+
+    # -- 2. two consecutive evaluations of the DAG while the primary is down: exactly one alert POST, although
+    # the first evaluation's alert task fails right after sending and recording it, and is retried
     dag = heartbeats_dags()["heartbeats__primary__backup"]
-    first = dag.test()
+    dag.get_task("alert").retry_delay = timedelta(0)  # retried at once (the dag.test loop polls every second)
+    real_save = alerting.save_state
+    saves: list[str] = []
+
+    def save_then_fail(source: str, target: str, state: Any) -> None:
+        """As an API call whose response is lost after the server stored the Variable."""
+        real_save(source, target, state)
+        saves.append(state.state)
+        if len(saves) == 1:
+            raise ConnectionError("the API server's answer to Variable.set was lost")
+
+    monkeypatch.setattr(alerting, "save_state", save_then_fail)
+    with caplog.at_level("INFO"):
+        first = dag.test()
     states = {ti.task_id: ti.state for ti in first.get_task_instances()}
-    assert {k: states[k] for k in ("emit_heartbeats", "watch_freshness", "alert", "failover_wanted")} == {
+    assert {k: states[k] for k in ("emit_heartbeats", "watch_freshness", "alert", "failover_wanted", "verdict")} == {
         "emit_heartbeats": "success",
         "watch_freshness": "success",
-        "alert": "success",
+        "alert": "success",  # its second try
         "failover_wanted": "success",
+        "verdict": "failed",  # STALE: the run is red
     }
+    assert first.state == "failed"
+    assert first.get_task_instance("alert").try_number == 2 and saves == ["stale"]  # the retry saved nothing
     verdict = first.get_task_instance("alert").xcom_pull(task_ids="alert")
-    assert verdict["kind"] == "alert" and verdict["state"]["state"] == "stale" and verdict["failed_channels"] == []
-    [alert] = posts
+    assert (verdict["kind"], verdict["verdict"], verdict["replayed"], verdict["failed_channels"]) == (
+        "alert",
+        "stale",
+        True,
+        [],
+    )
+    assert "STALE" in verdict["message"] and verdict["channels"] == ["log", "webhook"]
+    assert "reported again, not sent again" in caplog.text
+    [alert] = sink.alerts()
     assert (alert["kind"], alert["flow"], alert["fresh"], alert["threshold_s"]) == ("alert", FLOW, False, 5.0)
     assert alert["age_s"] > THRESHOLD_S and alert["newest_heartbeat_ms"] == emitted_ms
-    assert "STALE" in alert["message"]
+    assert alert["message"] == verdict["message"] and "received_at" in alert
     # auto-failover: the failover DAG is triggered once if it is deployed; if not, the gate says so and skips
     if _failover_dag_is_deployed():
         from airflow.models.dagrun import DagRun
 
         assert states["trigger_failover"] == "success"
-        [run] = DagRun.find(dag_id=FAILOVER_DAG, run_id=f"auto_failover__{verdict['state']['since_ms']}")
+        [run] = DagRun.find(dag_id=FAILOVER_DAG, run_id=f"auto_failover__{verdict['since_ms']}")
         assert run.conf == {"mode": "disaster", "dry_run": False}
     else:
         assert states["trigger_failover"] == "skipped"
 
     second = dag.test()
     again = second.get_task_instance("alert").xcom_pull(task_ids="alert")
-    assert again["kind"] is None and again["state"] == verdict["state"]  # the same outage: quiet
-    assert {ti.task_id: ti.state for ti in second.get_task_instances()}["trigger_failover"] == "skipped"
-    assert len(posts) == 1
+    assert (again["kind"], again["replayed"], again["since_ms"]) == (None, False, verdict["since_ms"])  # quiet
+    assert again["last_sent_kind"] == "alert" and again["last_sent_by"] == first.run_id
+    second_states = {ti.task_id: ti.state for ti in second.get_task_instances()}
+    assert (second_states["trigger_failover"], second_states["verdict"], second.state) == (
+        "skipped",
+        "failed",
+        "failed",
+    )
+    assert len(sink.alerts()) == 1
 
     # -- 3. the primary is back and replication runs again: exactly one recovery POST
     primary_only.up(timeout=60)
@@ -194,8 +254,9 @@ def test_a_stopped_source_alerts_once_within_threshold_plus_one_poll_and_recover
         stop.set()
         mirror.join(timeout=30)
     recovered = third.get_task_instance("alert").xcom_pull(task_ids="alert")
-    assert recovered["kind"] == "recovery" and recovered["state"]["state"] == "fresh"
+    assert recovered["kind"] == "recovery" and recovered["verdict"] == "fresh" and third.state == "success"
     assert HeartbeatFreshnessSensor(task_id="poke", flow=FLOW, config_file=config_file).poke({}) is False  # type: ignore[arg-type]
+    posts = sink.alerts()
     assert [p["kind"] for p in posts] == ["alert", "recovery"]
     assert posts[1]["fresh"] is True and posts[1]["age_s"] <= THRESHOLD_S
 
@@ -223,5 +284,6 @@ def test_auto_failover_without_a_failover_dag_alerts_and_says_so(
         run = factory.heartbeats_dags()["heartbeats__primary__backup"].test()
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert (states["alert"], states["failover_wanted"], states["trigger_failover"]) == ("success", "success", "skipped")
+    assert (states["verdict"], run.state) == ("failed", "failed")
     assert run.get_task_instance("alert").xcom_pull(task_ids="alert")["kind"] == "alert"
     assert "failover__primary__nowhere does not exist: NOT failing over" in caplog.text

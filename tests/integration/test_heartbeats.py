@@ -71,12 +71,18 @@ def test_heartbeats_are_mm2s_and_their_freshness_measures_the_whole_path(pair: A
 
 
 def test_the_heartbeats_dag_emits_and_reports_freshness(
-    pair: Any, airflow_db: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    pair: Any,
+    webhook: tuple[str, list[dict[str, Any]]],
+    airflow_db: None,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """A new flow waits for its first heartbeat to cross (within the grace period: no alert), then is fresh."""
     from airflow.models.variable import Variable
     from mirrorflow_airflow.heartbeats_dag import heartbeats_dags
 
     manager, config = pair
+    url, posts = webhook
     primary, backup = (s.bootstrap for s in manager.specs)
     config_file = tmp_path / "mm2.properties"
     config_file.write_text(
@@ -86,6 +92,7 @@ def test_the_heartbeats_dag_emits_and_reports_freshness(
         "sync.topic.acls.enabled = false\nmirrorflow.heartbeats.max.age = 2m\n"
         # the sensor watches 5/6 of the schedule while fresh: 2 s here, not the 50 s of the default 1m
         "mirrorflow.heartbeats.schedule = 3s\nmirrorflow.heartbeats.poll.interval = 1s\n"
+        f"mirrorflow.alerts.webhook.url = {url}\n"  # the grace: 2m, the max age
     )
     monkeypatch.setenv("MIRRORFLOW_CONFIG", str(config_file))
     Variable.delete("mirrorflow_alert_state__primary__backup")  # the session's DB is shared with other tests
@@ -98,7 +105,9 @@ def test_the_heartbeats_dag_emits_and_reports_freshness(
         "alert": "success",
         "failover_wanted": "success",
         "trigger_failover": "skipped",  # policy alert (the default)
+        "verdict": "success",  # waiting is not an outage: a green run
     }
+    assert first.state == "success"
     emitted = first.get_task_instance("emit_heartbeats").xcom_pull(task_ids="emit_heartbeats")
     assert [(e["cluster"], e["heartbeat"]["source_alias"]) for e in emitted] == [
         ("backup", "primary"),
@@ -106,10 +115,18 @@ def test_the_heartbeats_dag_emits_and_reports_freshness(
     ]
     before = first.get_task_instance("watch_freshness").xcom_pull(task_ids="watch_freshness")
     assert (before["fresh"], before["age_s"], before["threshold_s"]) == (False, None, 120.0)  # not replicated yet
-    assert first.get_task_instance("alert").xcom_pull(task_ids="alert")["kind"] == "alert"
+    # WAITING since the flow's first heartbeat, the (primary, backup) one emit_heartbeats just wrote on backup
+    assert (before["verdict"], before["grace_s"], before["first_ms"]) == (
+        "waiting",
+        120.0,
+        emitted[0]["heartbeat"]["timestamp_ms"],
+    )
+    waited = first.get_task_instance("alert").xcom_pull(task_ids="alert")
+    assert (waited["verdict"], waited["kind"], posts) == ("waiting", None, [])  # no alert within the grace period
 
     assert replicate(config, "primary->backup", None, LocalExecutor()).ok
     second = dag.test()
     after = second.get_task_instance("watch_freshness").xcom_pull(task_ids="watch_freshness")
     assert after["fresh"] is True and after["age_s"] < 60
-    assert second.get_task_instance("alert").xcom_pull(task_ids="alert")["kind"] == "recovery"
+    fresh = second.get_task_instance("alert").xcom_pull(task_ids="alert")
+    assert (fresh["verdict"], fresh["kind"], posts) == ("fresh", None, [])  # nothing was alerted: no recovery either

@@ -1,4 +1,4 @@
-"""Heartbeat alerting without Airflow: one alert per outage, one recovery, the payload, the webhook POST."""
+"""Heartbeat alerting without Airflow: one alert per outage, one recovery, a new flow's grace, retries, the webhook."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from include.mirrorflow.alerts import AlertState, WebhookError, alert_payload, decide, post_webhook
+from include.mirrorflow.alerts import AlertState, WebhookError, alert_payload, decide, evaluate, post_webhook
 from include.mirrorflow.config import ConfigError, parse_config
 from include.mirrorflow.redact import REDACTED, is_secret_key, redact_value
 
@@ -184,3 +184,84 @@ def test_alerting_keys_defaults_and_validation() -> None:
     assert "'failover' is not one of alert, auto-failover" in text
     assert "'not a path' is not a dotted Python path" in text
     assert "'10' is not a duration" in text
+
+
+# -- a new flow's grace period ------------------------------------------------------------------------------------
+
+
+def waiting(at_ms: int, first_ms: int, grace: float = 60.0) -> dict[str, Any]:
+    """Nothing crossed yet; the flow's first heartbeat at ``first_ms``, as the sensor reports it."""
+    data = freshness(False, at_ms)
+    data.update(newest_ms=None, age_s=None, first_ms=first_ms, grace_s=grace)
+    data["waiting"] = (at_ms - first_ms) / 1000 <= grace
+    return data
+
+
+def test_a_new_flow_waits_within_its_grace_period_then_alerts() -> None:
+    state, message, kind = decide(None, waiting(10_000, first_ms=0))
+    assert (state.state, message, kind) == ("waiting", None, None)
+    same, message, kind = decide(state, waiting(50_000, first_ms=0))
+    assert (same, message, kind) == (state, None, None)  # still waiting: since_ms is the first evaluation's
+    stale, message, kind = decide(same, waiting(70_000, first_ms=0))  # 70 s after the first heartbeat: over
+    assert (stale.state, kind) == ("stale", "alert")
+    assert message == (
+        "primary->backup: replication is STALE: no heartbeat has crossed yet, 70 s after the flow's first "
+        "heartbeat (grace 60 s)"
+    )
+    # the first heartbeat that crosses after waiting is not a recovery: nothing was alerted
+    fresh, message, kind = decide(state, freshness(True, 40_000))
+    assert (fresh.state, message, kind) == ("fresh", None, None)
+
+
+def test_only_a_flow_that_never_crossed_waits() -> None:
+    fresh = decide(None, freshness(True, 1_000))[0]
+    # a fresh flow whose replicated heartbeats vanished is stale, not waiting (nor is an ongoing outage)
+    state, _, kind = decide(fresh, waiting(2_000, first_ms=0))
+    assert (state.state, kind) == ("stale", "alert")
+    assert decide(state, waiting(3_000, first_ms=0))[1:] == (None, None)
+
+
+def test_freshness_verdicts() -> None:
+    from include.mirrorflow.heartbeats import Freshness
+
+    def at(newest: int | None, first: int | None, now: int = 100_000) -> Freshness:
+        age = None if newest is None else (now - newest) / 1000
+        return Freshness("a->b", "a.heartbeats", newest, age, 10.0, now, first, 30.0 if newest is None else None)
+
+    assert at(95_000, None).verdict == "fresh"
+    assert at(80_000, None).verdict == "stale"
+    assert at(None, 80_000).verdict == "waiting" and "WAITING" in at(None, 80_000).describe()
+    assert (
+        at(None, 60_000).verdict == "stale" and "40 s after the flow's first heartbeat" in at(None, 60_000).describe()
+    )
+    assert at(None, None).verdict == "stale" and "none of the flow's own" in at(None, None).describe()
+
+
+def test_the_grace_key_defaults_to_the_max_age() -> None:
+    from include.mirrorflow.heartbeats import grace_seconds
+
+    assert grace_seconds(parse_config(BASE + "mirrorflow.heartbeats.max.age = 2m\n").flow("a", "b")) == 120
+    assert grace_seconds(parse_config(BASE + "a->b.mirrorflow.heartbeats.grace = 1h\n").flow("a", "b")) == 3600
+    with pytest.raises(ConfigError, match="not a duration"):
+        parse_config(BASE + "mirrorflow.heartbeats.grace = soon\n")
+
+
+# -- a retried evaluation ------------------------------------------------------------------------------------------
+
+
+def test_a_retry_reports_what_its_earlier_try_sent_without_sending_it_again() -> None:
+    first = evaluate(None, freshness(False, 10_000), by="run-1")
+    assert (first.kind, first.replayed) == ("alert", False)
+    # the try sends it, records it, then fails; the state went through the Variable (JSON)
+    recorded = first.state.sent(first.kind, first.message or "", by="run-1", at_ms=10_500, failed=["webhook: HTTP 500"])
+    stored = AlertState.from_dict(json.loads(json.dumps(recorded.to_dict())))
+    assert stored == recorded
+    retry = evaluate(stored, freshness(False, 10_000), by="run-1")
+    assert (retry.kind, retry.message, retry.replayed, retry.state) == ("alert", first.message, True, stored)
+    assert retry.state.sent_failed == ("webhook: HTTP 500",)
+    # the next run, same outage: quiet; the record of what was sent stays
+    later = evaluate(stored, freshness(False, 70_000), by="run-2")
+    assert (later.kind, later.replayed, later.state.sent_by) == (None, False, "run-1")
+    # a recovery keeps the record until it is sent itself
+    back = evaluate(stored, freshness(True, 130_000), by="run-3")
+    assert (back.kind, back.state.sent_kind, back.state.since_ms) == ("recovery", "alert", 130_000)

@@ -216,6 +216,14 @@ _SPECS = [
         "schedule of the family that carries 'heartbeats' plus the heartbeats schedule",
     ),
     _k(
+        "mirrorflow.heartbeats.grace",
+        "duration",
+        None,  # unset: mirrorflow.heartbeats.max.age
+        "how long after the flow's first heartbeat (the earliest (src, tgt) record in 'heartbeats' on the target) "
+        "a flow whose heartbeats have not crossed yet is WAITING rather than STALE (unset: "
+        "mirrorflow.heartbeats.max.age)",
+    ),
+    _k(
         "mirrorflow.heartbeats.poll.interval",
         "duration",
         "15s",
