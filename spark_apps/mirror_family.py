@@ -22,5 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: i
 from include.mirrorflow.replication.entry import main
 
 if __name__ == "__main__":
+    # One write per line: spark-submit merges this app's stdout with the JVM's log lines on one pipe, and a block
+    # buffer split mid-line glued the report's last line to Spark's next one in the Airflow task log.
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     sys.exit(main(argparse.ArgumentParser(prog="mirror_family"), spark=True))

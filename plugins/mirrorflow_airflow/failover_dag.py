@@ -17,7 +17,6 @@ from airflow.sdk import DAG, Param, get_current_context, task
 from airflow.sdk.exceptions import AirflowSkipException
 
 from include.mirrorflow.config import FlowConfig
-from include.mirrorflow.failover import drain, failback, plan, report
 from mirrorflow_airflow.alerting import notify
 from mirrorflow_airflow.hooks import MirrorflowHook
 from mirrorflow_airflow.mirror_dag import DEFAULT_ARGS, START_DATE, configured_flows
@@ -61,6 +60,8 @@ def record_and_report(config_file: Path, name: str, kind: str, record_task: str,
     @task(task_id=record_task)
     def record(moved: dict[str, Any]) -> str:
         """Record the run on the target's failover log (dry runs too; only real runs change the flow's state)."""
+        from include.mirrorflow.failover import plan, report
+
         state = "dry-run" if moved["dry_run"] else done
         report.record(MirrorflowHook(config_file).flow(name), plan.plan_from_dict(moved), state=state)
         return state
@@ -68,6 +69,8 @@ def record_and_report(config_file: Path, name: str, kind: str, record_task: str,
     @task(task_id="report")
     def publish(moved: dict[str, Any], state: str) -> dict[str, Any]:
         """The report as Markdown (in the log) and JSON (the task's output), announced on the alert channels."""
+        from include.mirrorflow.failover import plan, report
+
         markdown = report.render_markdown(plan.plan_from_dict(moved))
         log.info("%s %s (%s):\n%s", kind, name, state, markdown)
         failed = announce(config_file, name, kind, moved, state)
@@ -151,6 +154,8 @@ def build_failover_dag(flow: FlowConfig, config_file: Path) -> DAG:
         @task(task_id="preflight")
         def preflight() -> dict[str, Any]:
             """Target reachable, checkpoints present (and how old), the groups that would move."""
+            from include.mirrorflow.failover import plan
+
             p = _params()
             dry = plan.plan_failover(
                 MirrorflowHook(config_file).flow(name), mode=p["mode"], groups=p["groups"], force=p["force"]
@@ -168,6 +173,8 @@ def build_failover_dag(flow: FlowConfig, config_file: Path) -> DAG:
         @task(task_id="final_copy")
         def final_copy() -> dict[str, Any]:
             """Planned mode: copy until lag 0 and emit final checkpoints (skipped for disaster and dry runs)."""
+            from include.mirrorflow.failover import drain
+
             p = _params()
             if p["mode"] != "planned" or p["dry_run"]:
                 raise AirflowSkipException(f"mode {p['mode']}{', dry run' if p['dry_run'] else ''}: no final copy")
@@ -176,6 +183,8 @@ def build_failover_dag(flow: FlowConfig, config_file: Path) -> DAG:
         @task(task_id="move_groups", trigger_rule="none_failed")
         def move_groups() -> dict[str, Any]:
             """Target offsets per group and partition; committed on the target unless dry run."""
+            from include.mirrorflow.failover import plan
+
             p = _params()
             live = MirrorflowHook(config_file).flow(name)
             planned = plan.plan_failover(
@@ -229,6 +238,8 @@ def build_failback_dag(flow: FlowConfig, config_file: Path) -> DAG:
         @task(task_id="preflight")
         def preflight() -> dict[str, Any]:
             """Both clusters answer and the flow is failed over (unless force)."""
+            from include.mirrorflow.failover import report
+
             live = MirrorflowHook(config_file).flow(name)
             state = report.failover_state(live)
             if (state is None or state["state"] != "failed-over") and not _params()["force"]:
@@ -238,6 +249,8 @@ def build_failback_dag(flow: FlowConfig, config_file: Path) -> DAG:
         @task(task_id="copy_back")
         def copy_back() -> int:
             """What producers wrote to the target during the outage, copied to the source (not in a dry run)."""
+            from include.mirrorflow.failover import failback
+
             if _params()["dry_run"]:
                 raise AirflowSkipException("dry run: nothing copied")
             hook = MirrorflowHook(config_file)
@@ -247,6 +260,8 @@ def build_failback_dag(flow: FlowConfig, config_file: Path) -> DAG:
         @task(task_id="move_groups", trigger_rule="none_failed")
         def move_groups() -> dict[str, Any]:
             """Each group's offsets translated back and committed on the source (unless dry run)."""
+            from include.mirrorflow.failover import failback, plan
+
             p = _params()
             config = MirrorflowHook(config_file).load()
             live = config.flow(flow.source, flow.target)

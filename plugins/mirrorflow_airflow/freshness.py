@@ -26,13 +26,13 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from airflow.sdk.exceptions import AirflowException, AirflowSensorTimeout, TaskDeferralError
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from include.mirrorflow import heartbeats
 from include.mirrorflow.config import FlowConfig, load_config
 from include.mirrorflow.config.location import config_path
 
@@ -40,6 +40,8 @@ from .hooks import MirrorflowHook
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+
+    from include.mirrorflow.heartbeats import Freshness
 
 #: One watcher at a time for the default 1-minute heartbeats schedule, with room for a run's start-up.
 DEFAULT_WATCH = timedelta(seconds=50)
@@ -52,7 +54,15 @@ LAST_CHECK_TIMEOUT_S = 10.0
 _FIELDS = ("flow", "topic", "newest_ms", "age_s", "threshold_s", "checked_at_ms")
 
 
-def freshness_dict(fresh: heartbeats.Freshness) -> dict[str, Any]:
+def heartbeats_module() -> ModuleType:
+    """``include.mirrorflow.heartbeats``, imported when a check runs, not when a DAG file is parsed: it loads the
+    Kafka client, which the DAG's shape does not need (issue 12: parsing must stay cheap)."""
+    from include.mirrorflow import heartbeats
+
+    return heartbeats
+
+
+def freshness_dict(fresh: Freshness) -> dict[str, Any]:
     """The sensor's output: the dataclass's fields plus its properties (which asdict leaves out)."""
     return {**asdict(fresh), "fresh": fresh.fresh, "waiting": fresh.waiting, "verdict": fresh.verdict}
 
@@ -61,7 +71,7 @@ def describe(freshness: Mapping[str, Any]) -> str:
     """One log line for a freshness dict (the same words as ``Freshness.describe``)."""
     fields = {k: freshness[k] for k in _FIELDS}
     extra = {k: freshness.get(k) for k in ("first_ms", "grace_s")}
-    return heartbeats.Freshness(**fields, **extra).describe()
+    return heartbeats_module().Freshness(**fields, **extra).describe()
 
 
 def is_stale(freshness: Mapping[str, Any]) -> bool:
@@ -135,7 +145,7 @@ class HeartbeatFreshnessTrigger(BaseTrigger):
     def _check(self) -> dict[str, Any]:
         if self._flow_config is None:  # one load per watch: connections do not change within a minute
             self._flow_config = _live_flow(self.config_file, self.flow)
-        return freshness_dict(heartbeats.check_freshness(self._flow_config, threshold_s=self.threshold_s))
+        return freshness_dict(heartbeats_module().check_freshness(self._flow_config, threshold_s=self.threshold_s))
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         last_error: str | None = None
@@ -206,7 +216,7 @@ class HeartbeatFreshnessSensor(BaseSensorOperator):
         """One measurement by the task itself (bounded), and what failed if it did."""
         try:
             flow = _live_flow(self.config_file, self.flow)
-            return freshness_dict(heartbeats.check_freshness(flow, timeout=LAST_CHECK_TIMEOUT_S)), ""
+            return freshness_dict(heartbeats_module().check_freshness(flow, timeout=LAST_CHECK_TIMEOUT_S)), ""
         except Exception as exc:  # noqa: BLE001 - the message says it could not be measured, and why
             return None, f"{type(exc).__name__}: {exc}"
 
@@ -244,7 +254,7 @@ class HeartbeatFreshnessSensor(BaseSensorOperator):
     def poke(self, context: Context) -> bool | PokeReturnValue:
         until = self._window_end(context)
         try:
-            result = freshness_dict(heartbeats.check_freshness(_live_flow(self.config_file, self.flow)))
+            result = freshness_dict(heartbeats_module().check_freshness(_live_flow(self.config_file, self.flow)))
         except Exception as exc:
             if time.time() >= until:
                 raise self._fail(
@@ -270,7 +280,7 @@ class HeartbeatFreshnessSensor(BaseSensorOperator):
             except AirflowSensorTimeout as exc:
                 cause = f"the sensor timed out after {self.timeout:.0f} s ({exc})"
                 raise self._fail(context, cause, self._last, AirflowSensorTimeout) from None
-        threshold = heartbeats.threshold_seconds(_live_flow(self.config_file, self.flow))
+        threshold = heartbeats_module().threshold_seconds(_live_flow(self.config_file, self.flow))
         trigger = HeartbeatFreshnessTrigger(
             config_file=str(self.config_file),
             flow=self.flow,

@@ -29,7 +29,6 @@ from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOpe
 from airflow.sdk import DAG, TriggerRule, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowRuntimeError
 
-from include.mirrorflow import heartbeats
 from include.mirrorflow.config import FlowConfig, Schedule
 from include.mirrorflow.config.model import parse_schedule
 from mirrorflow_airflow import alerting
@@ -39,6 +38,7 @@ from mirrorflow_airflow.freshness import (
     POLL_KEY,
     HeartbeatFreshnessSensor,
     describe,
+    heartbeats_module,
 )
 from mirrorflow_airflow.hooks import MirrorflowHook
 from mirrorflow_airflow.mirror_dag import DEFAULT_ARGS, START_DATE, airflow_schedule, configured_flows
@@ -90,7 +90,7 @@ def _docs(flow: FlowConfig, watch: timedelta) -> str:
                 f"Writes MM2-format heartbeats: `({flow.source}, {flow.target})` into `heartbeats` on `{flow.target}`, "
                 f"and `({flow.target}, {flow.source})` into `heartbeats` on `{flow.source}` (MM2's reverse herder). "
                 f"The mirror DAGs copy `{flow.source}`'s `heartbeats` to "
-                f"`{heartbeats.replicated_heartbeats_topic(flow)}` on `{flow.target}`."
+                f"`{flow.policy.format_remote_topic(flow.source, flow.policy.heartbeats_topic())}` on `{flow.target}`."
             ),
             "",
             (
@@ -139,11 +139,11 @@ def build_heartbeats_dag(flow: FlowConfig, config_file: Path, *, watch: timedelt
         def emit_heartbeats() -> list[dict[str, Any]]:
             """The flow's heartbeat into the target (must work); the reverse one into the source (may not)."""
             config = MirrorflowHook(config_file).load()
-            out = [asdict(heartbeats.emit_heartbeat(config.flow(flow.source, flow.target)))]
+            out = [asdict(heartbeats_module().emit_heartbeat(config.flow(flow.source, flow.target)))]
             back = config.flows.get((flow.target, flow.source))
             if back is not None and back.emits_heartbeats:
                 try:
-                    out.append(asdict(heartbeats.emit_heartbeat(back, timeout=10)))
+                    out.append(asdict(heartbeats_module().emit_heartbeat(back, timeout=10)))
                 except Exception as exc:  # noqa: BLE001 - the source being down is what freshness will report
                     log.warning("reverse heartbeat %s not written (is %s down?): %s", reverse, flow.source, exc)
             return out

@@ -8,6 +8,10 @@ run). The tasks are thin: each calls one function of the core library.
 
 The asset event of ``publish_report`` (one asset per flow family) is what the checkpoints DAG is
 scheduled on, so checkpoints follow fresh data instead of a clock.
+
+Parsing builds the DAGs' shape only: the Kafka client, the copy engine and everything that talks to a cluster
+are imported inside the tasks, so a parse costs the configuration and Airflow's own objects (issue 12: under
+load, parsing hit Airflow's import timeout; ``benchmarks/dag_parse.py`` measures it).
 """
 
 from __future__ import annotations
@@ -21,12 +25,10 @@ from typing import Any
 from airflow.sdk import DAG, Asset, Param, get_current_context, task
 from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 
-from include.mirrorflow import clients, preflight, topics
-from include.mirrorflow.alerts import run_event_payloads
 from include.mirrorflow.config import ConfigError, FlowConfig, Schedule, load_config
 from include.mirrorflow.config.describe import render_family_markdown
 from include.mirrorflow.config.location import config_path
-from include.mirrorflow.failover.report import failover_state
+from include.mirrorflow.replication.report_text import report_lines
 
 from .alerting import notify
 from .hooks import MirrorflowHook
@@ -48,12 +50,12 @@ DURATION_PATTERN = r"^$|^\s*\d+\s*(s|sec|secs|seconds?|m|min|mins|minutes?|h|hou
 
 
 def mirror_asset(flow: FlowConfig, family: str) -> Asset:
-    """The asset a mirror run updates; the checkpoints DAG of the flow is scheduled on it."""
-    return Asset(
-        name=f"mirrorflow-mirror-{flow.source}-{flow.target}-{family}",
-        uri=f"mirrorflow://{flow.source}/{flow.target}/{family}",
-        group="mirrorflow",
-    )
+    """The asset a mirror run updates; the checkpoints DAG of the flow is scheduled on it.
+
+    Its name is its URI, ``mirrorflow://<src>/<tgt>/<family>``: what the UI shows is what the README names.
+    """
+    uri = f"mirrorflow://{flow.source}/{flow.target}/{family}"
+    return Asset(name=uri, uri=uri, group="mirrorflow")
 
 
 def airflow_schedule(schedule: Schedule) -> str | timedelta | None:
@@ -95,6 +97,8 @@ def _only_topics(params: dict[str, Any]) -> set[str] | None:
 
 def failed_over_since(flow: FlowConfig) -> str | None:
     """When the flow was failed over (its last failover record), or None; an unreadable target counts as no."""
+    from include.mirrorflow.failover.report import failover_state
+
     try:
         state = failover_state(flow, timeout=10)
     except Exception:  # noqa: BLE001 - check_clusters then names the unreachable cluster
@@ -111,6 +115,8 @@ def checked_clusters(flow: FlowConfig) -> list[dict[str, Any]]:
     failover record lives on the target, so it is read only once the target is known to answer: an unreachable
     target then costs the check's time alone, not an extra read timeout first.
     """
+    from include.mirrorflow import preflight
+
     try:
         health = preflight.check_clusters(flow)
     except preflight.ClusterUnreachableError as exc:
@@ -129,6 +135,25 @@ def checked_clusters(flow: FlowConfig) -> list[dict[str, Any]]:
         )
     log.info("clusters answered: %s", ", ".join(f"'{h.alias}' ({h.side}) in {h.seconds:.3f} s" for h in health))
     return [asdict(h) for h in health]
+
+
+def readable_xcoms(report: dict[str, Any]) -> dict[str, str | int | float | bool]:
+    """Flat entries for the XCom view next to ``return_value`` (the whole report, for API clients and scripts).
+
+    Airflow's UI shows an object or a list XCom collapsed, which reads as a blank cell, while a string or a
+    number shows as it is: the summary, the counts, and the partition and loss tables as text.
+    """
+    lines = report_lines(report)
+    table = [line.strip() for line in lines[1:] if not line.lstrip().startswith(("phases:", "LOSS", "RESET"))]
+    losses = [line.strip() for line in lines if line.lstrip().startswith("LOSS")]
+    return {
+        "summary": lines[0],
+        "records": int(report.get("records") or 0),
+        "lag": int(report.get("lag") or 0),
+        "ok": bool(report.get("ok")),
+        "partitions": "\n".join(table) or "no partition copied anything",
+        "loss_events": "\n".join(losses) or "none",
+    }
 
 
 def build_mirror_dag(flow: FlowConfig, family: str, config_file: Path) -> DAG:
@@ -157,6 +182,8 @@ def build_mirror_dag(flow: FlowConfig, family: str, config_file: Path) -> DAG:
         @task(task_id="prepare_target")
         def prepare_target() -> dict[str, Any]:
             """Remote topics exist with enough partitions, configs and ACLs synced."""
+            from include.mirrorflow import clients, topics
+
             params = get_current_context()["params"]
             live = MirrorflowHook(config_file).flow(name)
             source_admin, target_admin = clients.admin(live, "source"), clients.admin(live, "target")
@@ -165,11 +192,19 @@ def build_mirror_dag(flow: FlowConfig, family: str, config_file: Path) -> DAG:
                 log.error("%s: %s", topic, error)
             return {"topics": {p.source_topic: p.remote_topic for p in plans}, **report.to_dict()}
 
-        replicate = MirrorFamilyOperator(task_id="replicate", flow=name, family=family, config=str(config_file))
+        replicate = MirrorFamilyOperator(
+            task_id="replicate",
+            flow=name,
+            family=family,
+            config=str(config_file),
+            pool=flow.get("mirrorflow.spark.pool") or None,  # None: Airflow's default_pool
+        )
 
-        @task(task_id="publish_report", outlets=[asset])
+        @task(task_id="publish_report", outlets=[asset], multiple_outputs=False)
         def publish_report(report: dict[str, Any]) -> dict[str, Any]:
             """Per-partition records and lag as the task's output, and an asset event for checkpoints."""
+            from include.mirrorflow.alerts import run_event_payloads
+
             summary = {k: report[k] for k in ("flow", "family", "started_at", "seconds", "records", "lag", "ok")}
             partitions = [
                 {k: p[k] for k in ("topic", "partition", "remote_topic", "records", "position", "lag", "status")}
@@ -184,6 +219,8 @@ def build_mirror_dag(flow: FlowConfig, family: str, config_file: Path) -> DAG:
                 for kind, payload in events:
                     # The run already POSTed it to the webhook; Airflow's notifiers are reached from here.
                     notify(live, kind, payload, context, webhook=False)
+            for key, value in readable_xcoms(report).items():
+                context["ti"].xcom_push(key=key, value=value)
             return {
                 **summary,
                 "partitions": partitions,

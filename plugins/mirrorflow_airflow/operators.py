@@ -18,20 +18,26 @@ Either way the task is a thin subclass of the Spark provider's ``SparkSubmitOper
 * returns the app's run report (per-partition records and lag) as the task's output (XCom),
 * fails with the app's own words: when the app stops early (a cluster unreachable: one line naming it) or a
   partition fails, the report it leaves says why, and that becomes the task's failure message instead of the
-  Spark hook's "Cannot execute: spark-submit ... Error code is: 2".
+  Spark hook's "Cannot execute: spark-submit ... Error code is: 2",
+* ends its log with the run report as a compact table, each statement on its own line (``report_text``), logs
+  spark-submit's output with each line's own level (the Spark hook logs every line as INFO, so a WARN or ERROR
+  could not be found by level), and says so in the log when Airflow stops it from outside.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
+import re
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
@@ -39,6 +45,7 @@ from airflow.sdk.log import mask_secret
 
 from include.mirrorflow.config.location import REPO_ROOT
 from include.mirrorflow.config.model import parse_duration
+from include.mirrorflow.replication.report_text import report_lines
 from include.mirrorflow.replication.spark_env import SUBMITTED_AT_ENV, spark_environment
 
 from .hooks import MirrorflowHook
@@ -68,6 +75,52 @@ def app_arguments(config: Path, flow: str, family: str, params: dict[str, Any], 
     if names:
         args += ["--topics", ",".join(names)]
     return args
+
+
+#: The level of a line of spark-submit's output: log4j's ``26/11/22 12:00:01 WARN SparkContext: ...`` and the
+#: app's own Python logging ``2026-11-22 12:00:01,123 WARNING name: ...``.
+_LINE_LEVEL = re.compile(
+    r"^(?:\d\d/\d\d/\d\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+) "
+    r"(TRACE|DEBUG|INFO|WARN|WARNING|ERROR|FATAL|CRITICAL) "
+)
+_LEVELS = {
+    "TRACE": logging.DEBUG,
+    "DEBUG": logging.DEBUG,
+    "INFO": logging.INFO,
+    "WARN": logging.WARNING,
+    "WARNING": logging.WARNING,
+    "ERROR": logging.ERROR,
+    "FATAL": logging.CRITICAL,
+    "CRITICAL": logging.CRITICAL,
+}
+
+
+def line_level(line: str) -> int:
+    """The logging level a line of spark-submit output carries (INFO when it names none)."""
+    match = _LINE_LEVEL.match(line)
+    return _LEVELS[match.group(1)] if match else logging.INFO
+
+
+class _LevelledLog:
+    """The hook's logger, except that a bare line logged at INFO goes out at the level the line names."""
+
+    def __init__(self, log: Any) -> None:
+        self._log = log
+
+    def info(self, msg: Any, *args: Any, **kwargs: Any) -> None:
+        level = line_level(msg) if isinstance(msg, str) and not args else logging.INFO
+        self._log.log(level, msg, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._log, name)
+
+
+class LevelledSparkSubmitHook(SparkSubmitHook):
+    """The Spark provider's hook, logging each line of spark-submit's output at its own level."""
+
+    @property
+    def log(self) -> Any:  # type: ignore[override]
+        return _LevelledLog(super().log)
 
 
 class MirrorFamilyOperator(SparkSubmitOperator):
@@ -115,6 +168,13 @@ class MirrorFamilyOperator(SparkSubmitOperator):
             raise RuntimeError(f"the Spark app finished without writing its run report ({report_path})")
         return report
 
+    def _get_hook(self) -> SparkSubmitHook:
+        hook = super()._get_hook()
+        # The provider builds the hook from a dozen of this operator's fields; the subclass only changes how lines
+        # are logged, so the hook it built is re-classed rather than rebuilt field by field.
+        hook.__class__ = LevelledSparkSubmitHook
+        return hook
+
     def _engine(self) -> str:
         """The type of the ``conn_id`` connection: ``spark_connect``, else spark-submit's ``spark``."""
         try:
@@ -135,14 +195,20 @@ class MirrorFamilyOperator(SparkSubmitOperator):
         args = entry.add_arguments(argparse.ArgumentParser()).parse_args(self.application_args)
         self._connect_executor = SparkConnectExecutor(url, f"{self.flow}/{self.family}")
         try:
-            code = entry.run(args, self._connect_executor, config=hook.load())
+            code = entry.run(args, self._connect_executor, config=hook.load(), show=False)
         finally:
             self._connect_executor = None
         if code != entry.EXIT_OK:
             raise AirflowException(f"the run ended with exit code {code}")
 
     def on_kill(self) -> None:
-        """Stop this run's Spark jobs on the Spark Connect server, or the spark-submit process."""
+        """Stop this run's Spark jobs on the Spark Connect server, or the spark-submit process; say why in the log."""
+        self.log.error(
+            "replicate was stopped from outside: Airflow ended this task (it was marked failed or cleared, its "
+            "heartbeat was missed, or a timeout passed). This run's Spark jobs are stopped now; what it committed "
+            "stays committed, and the next run resumes from the stored progress (exactly-once: nothing is "
+            "duplicated)."
+        )
         executor = getattr(self, "_connect_executor", None)
         if executor is not None:
             executor.interrupt()
@@ -157,20 +223,13 @@ class MirrorFamilyOperator(SparkSubmitOperator):
         return report
 
     def _log_report(self, report: dict[str, Any]) -> None:
+        """The report as the task log's last lines: a compact table, one statement per line."""
         if not report.get("partitions") and report.get("errors"):  # stopped before copying: only the why
             for error in report["errors"]:
                 self.log.error("%s", error)
             return
-        self.log.info(
-            "%s family %s: %d record(s) copied in %.1f s, lag %d, %d partition(s)",
-            report["flow"],
-            report["family"],
-            report["records"],
-            report["seconds"],
-            report["lag"],
-            len(report["partitions"]),
-        )
-        if report.get("phases"):
-            self.log.info("phases: %s", ", ".join(f"{k} {v:.3g} s" for k, v in report["phases"].items()))
-        for error in report.get("errors", []):
-            self.log.error("%s", error)
+        for line in report_lines(report):
+            stripped = line.lstrip()
+            level = logging.ERROR if stripped.startswith(("ERROR", "LOSS")) else logging.INFO
+            level = logging.WARNING if stripped.startswith(("WARNING", "RESET")) else level
+            self.log.log(level, "%s", line)

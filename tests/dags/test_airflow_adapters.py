@@ -69,3 +69,16 @@ def test_spark_submit_and_the_executors_use_this_installation() -> None:
     assert env["PYSPARK_PYTHON"] == "/opt/py"  # an operator's choice is kept (cluster masters)
     assert env["PYSPARK_DRIVER_PYTHON"] == sys.executable
     assert spark_environment({"PATH": env["PATH"]}, keep_choices=True)["PATH"] == env["PATH"]  # never added twice
+
+
+def test_spark_submit_lines_keep_their_level() -> None:
+    import logging
+
+    from mirrorflow_airflow.operators import line_level
+
+    assert line_level("26/11/22 12:00:01 WARN SparkContext: Using an existing SparkContext") == logging.WARNING
+    assert line_level("26/11/22 12:00:01 ERROR Executor: Exception in task 0.0") == logging.ERROR
+    assert line_level("2026-11-22 12:00:01,123 WARNING include.mirrorflow.replication.run: retrying") == logging.WARNING
+    assert line_level("26/11/22 12:00:01 INFO SparkContext: Running Spark version 4.3.0") == logging.INFO
+    assert line_level("  orders[0]  primary.orders  20  0..19  20  0  copied") == logging.INFO
+    assert line_level("Traceback (most recent call last):") == logging.INFO

@@ -90,6 +90,14 @@ def test_dag_test_replicates_a_family_end_to_end_with_cluster_settings_from_a_co
         (topic, 1): 20,
     }
     json.dumps(report)  # plain data: XCom and the asset event carry it
+    # Beside it, flat entries the UI's XCom view shows as they are (it shows an object or a list collapsed).
+    ti = run.get_task_instance("publish_report")
+    flat = {key: ti.xcom_pull(task_ids="publish_report", key=key) for key in ("summary", "records", "lag", "ok")}
+    assert flat["records"] == 40 and flat["lag"] == 0 and flat["ok"] is True
+    assert flat["summary"].startswith("primary->backup family main: 40 record(s) in 2 partition(s)")
+    table = ti.xcom_pull(task_ids="publish_report", key="partitions")
+    assert isinstance(table, str) and f"{topic}[0]" in table and f"{topic}[1]" in table
+    assert ti.xcom_pull(task_ids="publish_report", key="loss_events") == "none"
     assert {"submit", "engine", "lock", "copy", "shutdown"} <= set(report["phases"])  # where the time went
     assert report["phases"]["engine"] > 0
 

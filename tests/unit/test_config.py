@@ -366,3 +366,28 @@ def test_family_patterns_with_huge_automata_are_left_to_the_run_time_check() -> 
     flow = parse_config(text).flow("A", "B")
     with pytest.raises(FamilyConflictError, match="claimed by families 'x'"):
         flow.family_of("a" * 17)
+
+
+def test_an_unchanged_file_is_resolved_once_per_process(tmp_path: Path) -> None:
+    from include.mirrorflow.config import load_config
+
+    path = tmp_path / "mm2.properties"
+    path.write_text("clusters = a, b\na.bootstrap.servers = a:9092\nb.bootstrap.servers = b:9092\na->b.enabled = true\n")
+    first = load_config(path)
+    assert load_config(path) is first
+    path.write_text(path.read_text().replace("a:9092", "c:9092"))  # same size, maybe the same clock tick
+    second = load_config(path)
+    assert second is not first and second.flow("a", "b").client_config("source", "consumer")["bootstrap.servers"] == "c:9092"
+
+
+def test_a_file_with_provider_references_is_resolved_every_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from include.mirrorflow.config import load_config
+
+    path = tmp_path / "mm2.properties"
+    monkeypatch.setenv("MF_TEST_SERVERS", "a:9092")
+    path.write_text(
+        "config.providers = env\n"
+        "config.providers.env.class = org.apache.kafka.common.config.provider.EnvVarConfigProvider\n"
+        "clusters = a, b\na.bootstrap.servers = ${env:MF_TEST_SERVERS}\nb.bootstrap.servers = b:9092\n"
+    )
+    assert load_config(path) is not load_config(path)

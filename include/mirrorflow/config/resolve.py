@@ -20,6 +20,7 @@ tables instead of scanning every key again.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import cache, lru_cache
@@ -87,14 +88,46 @@ _NEW_NAME_OF = {new: old for old, new in DEPRECATED_ALIASES.items()}
 Pair = tuple[str, str]
 
 
+#: Resolved configurations by file content (its path and a digest of its bytes: a modification time can miss two
+#: writes within the file system's clock tick) and arguments: a process that loads the same unchanged file again (a
+#: DAG file's factories, the triggerer's sensors, a task's hooks) gets the same object without resolving it again.
+#: Files with ``${provider:...}`` references are never cached, since what they point at can change while the file
+#: does not.
+_LOADED: dict[tuple[object, ...], MirrorConfig] = {}
+_LOADED_MAX = 8
+
+
+def _file_key(path: str | Path, overrides: Sequence[Entry], partial: bool) -> tuple[object, ...] | None:
+    try:
+        digest = hashlib.blake2b(Path(path).read_bytes(), digest_size=16).digest()
+        key = (str(Path(path).resolve()), digest, partial, tuple(overrides))
+        hash(key)
+        return key
+    except (OSError, ValueError, TypeError):  # unreadable (the load names the problem), or unhashable overrides
+        return None
+
+
 def load_config(path: str | Path, *, overrides: Sequence[Entry] = (), partial: bool = False) -> MirrorConfig:
     """Read and resolve a configuration file; raises ``ConfigError`` listing every problem.
 
     ``overrides`` (e.g. from an Airflow connection, see :mod:`.overrides`) replace the file's entries
     of the same key. With ``partial``, a flow whose own settings are broken is left out (and listed in
     ``MirrorConfig.broken_flows``) instead of failing the whole file, so the DAGs of the other flows
-    still load; problems no flow can be blamed for still raise.
+    still load; problems no flow can be blamed for still raise. An unchanged file is parsed once per
+    process (see ``_LOADED``).
     """
+    key = _file_key(path, overrides, partial)
+    if key is not None and key in _LOADED:
+        return _LOADED[key]
+    config, cacheable = _load_config(path, overrides, partial)
+    if key is not None and cacheable:
+        if len(_LOADED) >= _LOADED_MAX:
+            _LOADED.pop(next(iter(_LOADED)))
+        _LOADED[key] = config
+    return config
+
+
+def _load_config(path: str | Path, overrides: Sequence[Entry], partial: bool) -> tuple[MirrorConfig, bool]:
     problems = Problems()
     try:
         entries = read_properties_file(path)
@@ -107,7 +140,8 @@ def load_config(path: str | Path, *, overrides: Sequence[Entry] = (), partial: b
     if overrides:
         replaced = {e.key for e in overrides}
         entries = [e for e in entries if e.key not in replaced] + list(overrides)
-    return resolve_entries(entries, str(path), problems, partial=partial)
+    cacheable = not any(e.via or "${" in e.value for e in entries)
+    return resolve_entries(entries, str(path), problems, partial=partial), cacheable
 
 
 def parse_config(text: str, file: str = "<string>") -> MirrorConfig:

@@ -34,6 +34,7 @@ from ..config import ConfigError, MirrorConfig, load_config, overrides
 from ..config.model import FlowConfig, Side, parse_duration
 from .connect import ConnectServerUnreachable
 from .executor import LocalExecutor, SparkExecutor, UnitExecutor
+from .report_text import report_lines
 from .run import RunReport, replicate, replicate_continuously
 from .spark_env import SUBMITTED_AT_ENV
 
@@ -80,32 +81,9 @@ def enable_debug_logging() -> None:
 
 
 def summary(report: RunReport) -> str:
-    lines = [
-        (
-            f"{report.flow} family {report.family or '(all)'}: {report.records} record(s) in "
-            f"{len(report.partitions)} partition(s), {report.seconds:.1f} s, lag {report.lag}"
-        )
-    ]
-    for p in report.partitions:
-        if p.records or p.status not in ("up to date", "noop"):
-            retried = f", {p.retries} retried unit(s)" if p.retries else ""
-            lines.append(
-                f"  {p.topic}[{p.partition}] -> {p.remote_topic}: {p.records} record(s) "
-                f"{p.first_offset}..{p.last_offset}, next {p.position}, lag {p.lag}, {p.status}{retried}"
-            )
-    lines += [
-        f"  LOSS {e['topic']}[{e['partition']}] {e['first_missing']}..{e['last_missing']}: {e['action']}"
-        for e in report.loss_events
-    ]
-    lines += [
-        f"  RESET {e['topic']}[{e['partition']}] ({e['side']}): {e['reason']}; {e['action']}"
-        for e in report.reset_events
-    ]
-    lines += [f"  WARNING {w}" for w in report.warnings]
-    lines += [f"  ERROR {e}" for e in report.errors]
-    if report.phases:
-        lines.append(f"  phases: {report.phases_line()}")
-    return "\n".join(lines)
+    """The run report as the compact table every output shows (``report_text``)."""
+    report.order_phases()
+    return "\n".join(report_lines(report.to_dict()))
 
 
 def _first_line(exc: BaseException) -> str:
@@ -165,13 +143,22 @@ def copy(args: argparse.Namespace, executor: UnitExecutor, config: MirrorConfig)
         raise RunError(f"error: {exc}", EXIT_CANNOT_RUN) from None
 
 
-def publish(args: argparse.Namespace, report: RunReport, before: dict[str, float], after: dict[str, float]) -> int:
-    """Add the phases around the run, write the report, print the summary; exit code 0 when all copied cleanly."""
+def publish(
+    args: argparse.Namespace,
+    report: RunReport,
+    before: dict[str, float],
+    after: dict[str, float],
+    *,
+    show: bool = True,
+) -> int:
+    """Add the phases around the run, write the report, print the summary (unless ``show`` is off: the Airflow
+    task logs it itself, at the end of its log); exit code 0 when all copied cleanly."""
     report.phases = {**before, **report.phases, **after}
     report.order_phases()
     if args.report:
         report.write_json(args.report)
-    print(summary(report))
+    if show:
+        print(summary(report), flush=True)
     return EXIT_OK if report.ok else EXIT_PROBLEM
 
 
@@ -229,9 +216,12 @@ def guarded(args: argparse.Namespace, body: Callable[[], int]) -> int:
         return fail(args, f"error: {type(exc).__name__}: {_first_line(exc)}{hint}", EXIT_CANNOT_RUN)
 
 
-def run(args: argparse.Namespace, executor: UnitExecutor, *, config: MirrorConfig | None = None) -> int:
+def run(
+    args: argparse.Namespace, executor: UnitExecutor, *, config: MirrorConfig | None = None, show: bool = True
+) -> int:
     """One run driven from this process: check, copy (units on ``executor``: this process or a Spark Connect
-    server), report. ``config``: already loaded (the Airflow task applies its connections); else ``--config``."""
+    server), report. ``config``: already loaded (the Airflow task applies its connections); else ``--config``.
+    ``show``: print the summary (the Airflow task logs the report itself)."""
     if debug_requested(args):
         enable_debug_logging()
 
@@ -245,7 +235,7 @@ def run(args: argparse.Namespace, executor: UnitExecutor, *, config: MirrorConfi
         if executor.engine_seconds:  # connected during the first wave: engine start, not copying
             report.phases["copy"] = round(max(0.0, report.phases.get("copy", 0.0) - executor.engine_seconds), 3)
         before = {"submit": submit, "preflight": preflight_s, "engine": round(executor.engine_seconds, 3)}
-        return publish(args, report, before, {"shutdown": shutdown_s})
+        return publish(args, report, before, {"shutdown": shutdown_s}, show=show)
 
     return guarded(args, driven_here)
 

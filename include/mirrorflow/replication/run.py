@@ -344,7 +344,7 @@ class _Run:
                     pending.discard(key)
             copied = sum(p.records for p in by_tp.values())
             log.info(
-                "%s family %s: %d record(s) copied so far, %d partition(s) still behind",
+                "%s family %s: %d record(s) copied so far, %d partition(s) short of the end this run planned",
                 flow.name,
                 self.family,
                 copied,

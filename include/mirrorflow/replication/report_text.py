@@ -1,0 +1,74 @@
+"""A run report as text: one compact table, the same in the CLI output, the Spark app's output and the task log.
+
+Why one renderer: an operator reads the end of a ``replicate`` task log and the end of ``mirrorflow replicate``
+alike, and the two must say the same thing in the same words. The statements agree with each other: ``lag`` is
+what the source holds beyond the copy when the run ended, and when a run that copied everything it planned still
+shows lag, the line says that those records arrived after the run planned its work (the next run copies them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+#: Partitions a run did nothing for are left out of the table: a family of thousands stays readable.
+_QUIET_STATUSES = ("up to date", "noop")
+
+
+def headline(report: Mapping[str, Any]) -> str:
+    """``primary->backup family orders: 1,200 record(s) in 4 partition(s), 2.1 s, lag 0``, and why lag remains."""
+    partitions = report.get("partitions") or []
+    family = report.get("family") or "(all)"
+    lag = int(report.get("lag") or 0)
+    line = (
+        f"{report.get('flow')} family {family}: {int(report.get('records') or 0):,} record(s) in "
+        f"{len(partitions)} partition(s), {float(report.get('seconds') or 0):.1f} s, lag {lag:,}"
+    )
+    if lag and report.get("ok") and not any(p.get("status") == "failed" for p in partitions):
+        line += " (records that arrived after this run planned its work: the next run copies them)"
+    return line
+
+
+def _cells(p: Mapping[str, Any]) -> list[str]:
+    offsets = f"{p['first_offset']}..{p['last_offset']}" if p.get("first_offset") is not None else "-"
+    status = str(p.get("status") or "")
+    if p.get("retries"):
+        status += f" ({p['retries']} retried)"
+    lag = p.get("lag")
+    return [
+        f"{p['topic']}[{p['partition']}]",
+        str(p.get("remote_topic") or ""),
+        f"{int(p.get('records') or 0):,}",
+        offsets,
+        str(p.get("position", "")),
+        "-" if lag is None else f"{lag:,}",
+        status,
+    ]
+
+
+def _table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> list[str]:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    return ["  " + "  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in [header, *rows]]
+
+
+def report_lines(report: Mapping[str, Any]) -> list[str]:
+    """The headline, a row per partition that copied or failed, then loss, reset, warning and error lines and
+    the phases: every statement on its own line."""
+    lines = [headline(report)]
+    rows = [_cells(p) for p in report.get("partitions") or [] if p.get("records") or p.get("status") not in _QUIET_STATUSES]
+    if rows:
+        lines += _table(rows, ["source", "target", "records", "offsets", "next", "lag", "status"])
+    lines += [
+        f"  LOSS {e['topic']}[{e['partition']}] {e['first_missing']}..{e['last_missing']}: {e['action']}"
+        for e in report.get("loss_events") or []
+    ]
+    lines += [
+        f"  RESET {e['topic']}[{e['partition']}] ({e['side']}): {e['reason']}; {e['action']}"
+        for e in report.get("reset_events") or []
+    ]
+    lines += [f"  WARNING {w}" for w in report.get("warnings") or []]
+    lines += [f"  ERROR {e}" for e in report.get("errors") or []]
+    phases = report.get("phases") or {}
+    if phases:
+        lines.append("  phases: " + ", ".join(f"{name} {float(seconds):.3g} s" for name, seconds in phases.items()))
+    return lines
