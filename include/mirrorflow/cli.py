@@ -106,7 +106,9 @@ def _dev_spark_connect(action: str) -> None:
 def _demo(args: argparse.Namespace) -> int:
     from .demo.stack import demo_down, demo_status, demo_up
 
-    return {"up": demo_up, "down": demo_down, "status": demo_status}[args.demo_command]()
+    if args.demo_command == "up":
+        return demo_up(start_timeout_s=args.start_timeout)
+    return {"down": demo_down, "status": demo_status}[args.demo_command]()
 
 
 def _demo_traffic(args: argparse.Namespace) -> int:
@@ -326,8 +328,15 @@ def _add_debug(parser: argparse.ArgumentParser) -> None:
 def _add_demo_parser(sub: argparse._SubParsersAction) -> None:
     demo = sub.add_parser("demo", help="the local demo: clusters, Airflow with the mirror DAGs, demo traffic")
     demo_sub = demo.add_subparsers(dest="demo_command", required=True)
+    up = demo_sub.add_parser("up", help="start everything (idempotent) and print the UI address and login")
+    up.add_argument(
+        "--start-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="how long to wait for Airflow to report healthy (default: $MIRRORFLOW_DEMO_START_TIMEOUT, else 300)",
+    )
+    up.set_defaults(func=_demo)
     for name, text in (
-        ("up", "start everything (idempotent) and print the UI address and login"),
         ("down", "stop what the demo started, by recorded PID (idempotent)"),
         ("status", "what runs, end offsets on both clusters, consumer lag (exit 3 if not all running)"),
     ):

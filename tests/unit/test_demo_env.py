@@ -176,3 +176,7 @@ def test_demo_dags_of_the_example_configuration() -> None:
     assert dags["mirror__primary__backup__default"].topics == (("customers", "primary.customers"),)
     assert dags["mirror__primary__backup__orders"].schedule == "every 2m"
 
+
+def test_the_demo_configuration_names_the_spark_pool() -> None:
+    flows = load_config(CONFIG).enabled_flows()
+    assert flows and {f.get("mirrorflow.spark.pool") for f in flows} == {"mirrorflow_spark"}

@@ -24,10 +24,12 @@ from typing import Any
 from ..processes import SessionProcess, port_is_free, port_owner
 from .airflow_env import API_HOST, admin_login, airflow_environment
 
-__all__ = ["AirflowApiError", "AirflowServer", "AirflowServerError"]
+__all__ = ["AirflowApiError", "AirflowServer", "AirflowServerError", "AirflowStartError", "health_problem"]
 
 HEALTH_PATH = "/api/v2/monitor/health"
 FINISHED_STATES = ("success", "failed")
+#: The components ``/api/v2/monitor/health`` reports; the first two are required for a healthy answer.
+HEALTH_COMPONENTS = ("metadatabase", "scheduler", "triggerer", "dag_processor")
 
 _START_MARKER = "=== mirrorflow: starting airflow standalone"
 _LOG_TAIL_LINES = 25
@@ -38,12 +40,47 @@ class AirflowServerError(RuntimeError):
     """The Airflow server could not be started, reached or used; the message is meant for a person."""
 
 
+class AirflowStartError(AirflowServerError):
+    """Airflow did not become healthy; ``unhealthy`` names the components (``api_server`` if it never answered)."""
+
+    def __init__(self, message: str, unhealthy: list[str]) -> None:
+        super().__init__(message)
+        self.unhealthy = unhealthy
+
+
 class AirflowApiError(AirflowServerError):
     """The REST API answered with an error status."""
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
+
+
+def health_problem(status: int | None, body: Any) -> tuple[list[str], str] | None:
+    """None when the health answer says every component is healthy; else (unhealthy components, a sentence).
+
+    ``status`` None: the API server did not answer at all (not listening yet, or crashed).
+    """
+    if status is None:
+        return ["api_server"], "the API server did not answer"
+    if status != 200 or not isinstance(body, Mapping):
+        return ["api_server"], f"the API server answered HTTP {status}: {_detail(body)}"
+    reported = {name: v for name, v in body.items() if isinstance(v, Mapping)}
+    names = [n for n in HEALTH_COMPONENTS if n in reported] + sorted(set(reported) - set(HEALTH_COMPONENTS))
+    bad = [n for n in names if reported[n].get("status") != "healthy"]
+    bad += [n for n in ("metadatabase", "scheduler") if n not in reported]
+    if not bad:
+        return None
+    return bad, "not healthy: " + ", ".join(f"{n} ({_component_state(reported.get(n))})" for n in bad)
+
+
+def _component_state(component: Mapping[str, Any] | None) -> str:
+    """``unhealthy, last heartbeat 2026-...`` or ``not reported`` for one component of the health answer."""
+    if component is None:
+        return "not reported"
+    state = str(component.get("status") or "no status")
+    beats = [str(v) for k, v in component.items() if k.startswith("latest_") and v]
+    return f"{state}, last heartbeat {beats[0]}" if beats else f"{state}, no heartbeat yet"
 
 
 def _detail(body: Any) -> str:
@@ -57,15 +94,25 @@ class AirflowServer:
     """``airflow standalone`` for one Airflow home, bound to 127.0.0.1:``api_port``.
 
     Files under ``home``: ``pid`` (JSON: pid, pgid, start time, port), ``standalone.log`` (all
-    components' output, appended per start), Airflow's own files (``airflow.db``, ``logs/``), and
-    the secrets written by :func:`airflow_environment`.
+    components' output, appended per start), Airflow's own files (``airflow.db`` when on SQLite,
+    ``logs/``), and the secrets written by :func:`airflow_environment`.  ``database_url``: the metadata
+    database (the demo's PostgreSQL); None for SQLite under ``home``.
     """
 
-    def __init__(self, home: Path, api_port: int, config_path: Path, spark_url: str | None = None) -> None:
+    def __init__(
+        self,
+        home: Path,
+        api_port: int,
+        config_path: Path,
+        spark_url: str | None = None,
+        *,
+        database_url: str | None = None,
+    ) -> None:
         self.home = Path(home).absolute()
         self.api_port = api_port
         self.config_path = Path(config_path).absolute()
         self.spark_url = spark_url  # the Spark Connect server of the replicate tasks (else local spark-submit)
+        self.database_url = database_url  # contains a password: never printed
         self._process = self.session(self.home)
         self._token: str | None = None
 
@@ -100,8 +147,12 @@ class AirflowServer:
         """True while a process of the recorded session is ours and alive."""
         return self._process.running()
 
-    def start(self, timeout: float = 180) -> float:
-        """Start the server (unless it runs already) and wait until it is healthy; return the seconds waited."""
+    def start(self, timeout: float = 300) -> float:
+        """Start the server (unless it runs already) and wait until it is healthy; return the seconds waited.
+
+        On failure (AirflowStartError names the components not healthy and the log to read), a server this
+        call launched is stopped again and the message says so; one that ran before is left running.
+        """
         t0 = time.monotonic()
         deadline = t0 + timeout
         record = self._process.record()
@@ -114,10 +165,14 @@ class AirflowServer:
         else:
             self._launch()
         try:
-            self._wait_healthy(deadline)
-        except BaseException:
-            if record is None:
-                self._process.stop(timeout=30)
+            self._wait_healthy(t0, deadline)
+        except BaseException as exc:
+            if record is not None:
+                raise
+            detail = self.stop(timeout=30)
+            if isinstance(exc, AirflowStartError):
+                stopped = f"Stopped the airflow standalone this start began ({detail})."
+                raise AirflowStartError(f"{exc}\n{stopped}", exc.unhealthy) from None
             raise
         return time.monotonic() - t0
 
@@ -131,7 +186,11 @@ class AirflowServer:
         if not airflow.exists():
             raise AirflowServerError(f"{airflow} not found: run `make install`")
         env = airflow_environment(
-            self.home, api_port=self.api_port, config_path=self.config_path, spark_url=self.spark_url
+            self.home,
+            api_port=self.api_port,
+            config_path=self.config_path,
+            spark_url=self.spark_url,
+            database_url=self.database_url,
         )
         self._token = None
         self._process.start(
@@ -142,37 +201,45 @@ class AirflowServer:
             banner=f"{_START_MARKER} on {self.url} at {time.strftime('%Y-%m-%dT%H:%M:%S%z')}",
         )
 
-    def _wait_healthy(self, deadline: float) -> None:
+    def _wait_healthy(self, t0: float, deadline: float) -> None:
         while True:
             if not self._process.leader_alive():
-                raise AirflowServerError(f"airflow standalone exited during startup.\n{self._log_hint()}")
-            if self.healthy():
+                raise AirflowStartError(
+                    f"airflow standalone exited during startup.\n{self._log_hint()}", ["airflow standalone"]
+                )
+            problem = health_problem(*self.health())
+            if problem is None:
                 return
             if time.monotonic() >= deadline:
-                raise AirflowServerError(
-                    f"Airflow did not report healthy at {self.url}{HEALTH_PATH} in time.\n{self._log_hint()}"
+                unhealthy, sentence = problem
+                raise AirflowStartError(
+                    f"Airflow at {self.url} was not healthy after {time.monotonic() - t0:.0f} s: {sentence} "
+                    f"({self.url}{HEALTH_PATH}).\n{self._log_hint()}",
+                    unhealthy,
                 )
             time.sleep(_POLL_SECONDS)
 
     def _log_hint(self) -> str:
-        return f"Last lines of {self.log_file}:\n{self._process.tail(_LOG_TAIL_LINES, marker=_START_MARKER)}"
+        return (
+            f"Read {self.log_file} (every Airflow component writes there); its last lines:\n"
+            f"{self._process.tail(_LOG_TAIL_LINES, marker=_START_MARKER)}"
+        )
 
     def stop(self, timeout: float = 60) -> str:
         """Stop every process of the recorded session (TERM, then KILL after ``timeout``); a detail line."""
         self._token = None
         return self._process.stop(timeout=timeout)
 
+    def health(self) -> tuple[int | None, Any]:
+        """(HTTP status, JSON body) of the health endpoint; (None, None) when the API server does not answer."""
+        try:
+            return self._http("GET", HEALTH_PATH, timeout=5)
+        except AirflowServerError:
+            return None, None
+
     def healthy(self) -> bool:
         """True when the API answers and every component it reports (database, scheduler, ...) is healthy."""
-        try:
-            status, body = self._http("GET", HEALTH_PATH, timeout=5)
-        except AirflowServerError:
-            return False
-        if status != 200 or not isinstance(body, Mapping):
-            return False
-        components = [v for v in body.values() if isinstance(v, Mapping)]
-        required = {"metadatabase", "scheduler"}
-        return required <= body.keys() and all(c.get("status") == "healthy" for c in components)
+        return health_problem(*self.health()) is None
 
     # -- REST API v2 ---------------------------------------------------------------
 
@@ -269,6 +336,23 @@ class AirflowServer:
         lines = [f"DAGs still unknown to Airflow after waiting {timeout:.0f} s: {', '.join(missing)}"]
         lines += ["Import errors:", *(f"  {e}" for e in errors)] if errors else ["No import errors reported."]
         return "\n".join(lines)
+
+    def ensure_pool(self, name: str, slots: int, description: str) -> str:
+        """Create the pool, or set its slots and description if it exists (idempotent); what was done."""
+        body = {"name": name, "slots": slots, "description": description, "include_deferred": False}
+        try:
+            self.request("POST", "/api/v2/pools", body)
+            return "created"
+        except AirflowApiError as exc:
+            if exc.status != 409:
+                raise
+        current = self.request("GET", f"/api/v2/pools/{_q(name)}")
+        if current.get("slots") == slots and current.get("description") == description:
+            return "unchanged"
+        # The patch body names the pool "pool" (the create body: "name"), and Airflow validates it whole.
+        patch = {"pool": name, "slots": slots, "description": description, "include_deferred": False}
+        self.request("PATCH", f"/api/v2/pools/{_q(name)}", patch)
+        return "updated"
 
     def unpause(self, dag_id: str) -> None:
         self.request("PATCH", f"/api/v2/dags/{_q(dag_id)}", {"is_paused": False})

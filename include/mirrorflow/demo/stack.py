@@ -2,19 +2,25 @@
 
 Why this exists: a first-time user should see replication working after one command, and get back
 a clean machine after another.  ``demo_up`` starts the two local Kafka clusters, creates the demo
-topics and starts the demo traffic, starts Airflow with the mirror DAGs, unpauses them and triggers
-a first run of each, then prints where to look and how to log in.  ``demo_down`` stops what the demo
-started, through recorded PIDs and process groups only.  Both are idempotent.
+topics and starts the demo traffic, starts the Spark Connect server, PostgreSQL (Airflow's metadata
+database) and Airflow with the mirror DAGs, creates the Airflow pool of the Spark jobs, unpauses the DAGs
+and triggers a first run of each, then prints where to look and how to log in.  ``demo_down`` stops what
+the demo started, through recorded PIDs and process groups only.  Both are idempotent.
+
+A ``demo up`` that fails stops again what that call started (newest first) and says so; what ran before
+it keeps running.  So ``make demo`` after a failure or after ``make demo-stop`` starts from a clean slate.
 
 State lives under ``$MIRRORFLOW_HOME/demo`` (default ``<repo>/.mirrorflow/demo``): ``airflow/``
-(Airflow home, its log ``standalone.log``), ``traffic/`` (PID file and ``traffic.log``) and
-``state.json`` (which clusters the demo started).  The clusters keep theirs under ``.../dev``.
+(Airflow home, its log ``standalone.log``), ``postgres/`` (data, ``postgres.log``), ``traffic/`` (PID
+file and ``traffic.log``) and ``state.json`` (which clusters the demo started).  The clusters keep theirs
+under ``.../dev``.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import sys
 import time
@@ -40,16 +46,37 @@ from ..devcluster import (
 from ..processes import ProcessControlError, SessionProcess, file_lock, port_is_free, port_owner
 from ..replication import local_connect
 from .airflow_env import API_HOST, admin_login
-from .airflow_server import AirflowServer, AirflowServerError
+from .airflow_server import AirflowServer, AirflowServerError, AirflowStartError
+from .postgres import PostgresError, PostgresServer
 from .traffic import DEFAULT_RATE, DEMO_GROUPS, DEMO_TOPICS, ensure_topics
 
-__all__ = ["DemoPaths", "MirrorDag", "demo_dags", "demo_down", "demo_paths", "demo_status", "demo_up"]
+__all__ = [
+    "DemoPaths",
+    "MirrorDag",
+    "StartedHere",
+    "airflow_down",
+    "airflow_up",
+    "demo_dags",
+    "demo_down",
+    "demo_paths",
+    "demo_status",
+    "demo_up",
+    "spark_pool_slots",
+    "start_timeout",
+]
 
 Out = Callable[[str], None]
 
 PORT_ENV = "MIRRORFLOW_DEMO_PORT"
 DEFAULT_PORT = 8080
-AIRFLOW_START_TIMEOUT = 180.0
+#: How long ``demo up`` waits for Airflow to report healthy (``--start-timeout`` overrides both).  Generous:
+#: a first start migrates the database, and a loaded 2-core machine once needed more than the 180 s it had.
+START_TIMEOUT_ENV = "MIRRORFLOW_DEMO_START_TIMEOUT"
+DEFAULT_START_TIMEOUT = 300.0
+#: initdb (first start only) and the server's start; seconds on an idle machine.
+POSTGRES_START_TIMEOUT = 120.0
+#: The configuration key naming the Airflow pool of the replicate tasks (the demo creates that pool).
+SPARK_POOL_KEY = "mirrorflow.spark.pool"
 #: How long to wait for the mirror DAGs, and for the rest once the first one appeared.
 DAG_TIMEOUT = 180.0
 DAG_SETTLE = 30.0
@@ -58,12 +85,14 @@ FIRST_RUN_GRACE = 10.0
 
 _TRAFFIC_OWNER_ENV = "MIRRORFLOW_DEMO_TRAFFIC"
 _INCOMPLETE = "The demo is not complete. `make demo-stop` stops what started; `make demo` tries again."
+_UNDONE = "The demo did not start. `make demo` tries again; `make demo-stop` stops anything left from earlier runs."
 
 #: What a step of ``demo up`` may fail with; the message is shown as is.
 _KAFKA_FAILURES = (KafkaException, TimeoutError)
 _FAILURES = (
     DevClusterError,
     AirflowServerError,
+    PostgresError,
     local_connect.LocalServerError,
     ProcessControlError,
     OSError,
@@ -92,6 +121,10 @@ class DemoPaths:
         return self.root / "airflow"
 
     @property
+    def postgres_dir(self) -> Path:
+        return self.root / "postgres"
+
+    @property
     def traffic_dir(self) -> Path:
         return self.root / "traffic"
 
@@ -112,6 +145,10 @@ def config_path() -> Path:
 
 def _primary_bootstrap() -> str:
     return DEFAULT_CLUSTERS[0].bootstrap
+
+
+def _postgres(paths: DemoPaths) -> PostgresServer:
+    return PostgresServer(paths.postgres_dir)
 
 
 def _traffic(paths: DemoPaths) -> SessionProcess:
@@ -187,20 +224,90 @@ def demo_dags(config: MirrorConfig, topics: Iterable[str] = tuple(t.name for t i
 # --------------------------------------------------------------------------
 
 
-def _clusters_up(paths: DemoPaths, out: Out) -> list[ClusterStatus]:
+class StartedHere:
+    """What one ``demo up`` started, so that a failure can stop exactly that again, newest first.
+
+    Each step registers a stop function only for what it started itself; what ran before the call is
+    never stopped by it.
+    """
+
+    def __init__(self) -> None:
+        self._stops: list[tuple[str, Callable[[], str]]] = []
+
+    def add(self, name: str, stop: Callable[[], str]) -> None:
+        self._stops.append((name, stop))
+
+    def __bool__(self) -> bool:
+        return bool(self._stops)
+
+    def undo(self, out: Out) -> None:
+        """Stop everything registered, newest first; a failure to stop one is said and does not stop the rest."""
+        while self._stops:
+            name, stop = self._stops.pop()
+            try:
+                out(f"  {name}: {stop()}")
+            except _FAILURES as exc:
+                out(f"  {name}: could not stop: {exc}")
+
+
+def start_timeout(value: float | None = None) -> float:
+    """Seconds to wait for Airflow: ``value`` (``--start-timeout``), else $MIRRORFLOW_DEMO_START_TIMEOUT, else 300."""
+    source = "--start-timeout"
+    if value is None:
+        text = os.environ.get(START_TIMEOUT_ENV, "").strip()
+        if not text:
+            return DEFAULT_START_TIMEOUT
+        source = START_TIMEOUT_ENV
+        try:
+            value = float(text)
+        except ValueError:
+            raise ValueError(f"{START_TIMEOUT_ENV} must be a number of seconds, not {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{source} must be a positive number of seconds, not {value!r}")
+    return value
+
+
+def _cpu_count() -> int:
+    """CPUs this process may use (its affinity, e.g. a container's limit), else the machine's."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def spark_pool_slots(cpus: int | None = None) -> int:
+    """Slots of the Spark pool: one per two CPUs, at least one (one Spark job at a time on 2 cores)."""
+    return max(1, (cpus if cpus is not None else _cpu_count()) // 2)
+
+
+def _clusters_up(paths: DemoPaths, out: Out, started: StartedHere) -> list[ClusterStatus]:
     specs = ", ".join(f"{s.alias} {s.bootstrap}" for s in DEFAULT_CLUSTERS)
     out(f"starting Kafka clusters ({specs})...")
     statuses = DevClusters().up()
     state = _load_state(paths)
-    started = [s.alias for s in statuses if s.detail.startswith("started")]
-    state["clusters_started"] = sorted(set(state["clusters_started"]) | set(started))
+    new = [s.alias for s in statuses if s.detail.startswith("started")]
+    state["clusters_started"] = sorted(set(state["clusters_started"]) | set(new))
     _save_state(paths, state)
     for status in statuses:
         out(f"  {status.alias:<8} {status.bootstrap:<16} {status.detail}")
+    if new:
+        started.add(f"Kafka clusters {', '.join(new)}", lambda: _stop_clusters(paths, new))
     return statuses
 
 
-def _traffic_up(paths: DemoPaths, out: Out) -> None:
+def _stop_clusters(paths: DemoPaths, aliases: Iterable[str]) -> str:
+    """Stop the demo's clusters named (by their recorded PIDs) and forget that the demo started them."""
+    wanted = set(aliases)
+    clusters = DevClusters()
+    mine = [s for s in clusters.specs if s.alias in wanted]
+    details = [f"{st.alias} {st.detail}" for st in DevClusters(clusters.state_dir, mine).down()]
+    state = _load_state(paths)
+    state["clusters_started"] = [a for a in state["clusters_started"] if a not in wanted]
+    _save_state(paths, state)
+    return "; ".join(details) or "not running"
+
+
+def _traffic_up(paths: DemoPaths, out: Out, started: StartedHere) -> None:
     process = _traffic(paths)
     bootstrap = _primary_bootstrap()
     created = ensure_topics(bootstrap)
@@ -214,6 +321,7 @@ def _traffic_up(paths: DemoPaths, out: Out) -> None:
     pythonpath = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": pythonpath}
     record = process.start(cmd, env=env, cwd=REPO_ROOT, banner=f"=== mirrorflow demo traffic to {bootstrap}")
+    started.add("demo traffic", lambda: process.stop(timeout=30))
     out(f"started demo traffic (pid {record.pid}, about {DEFAULT_RATE:.0f} records/s to {bootstrap})")
 
 
@@ -238,7 +346,7 @@ def _airflow_port(paths: DemoPaths, out: Out) -> int:
     return port
 
 
-def _spark_connect_up(out: Out) -> str:
+def _spark_connect_up(out: Out, started: StartedHere) -> str:
     """The machine's Spark Connect server (the one ``mirrorflow replicate`` uses), started if it does not run."""
     running = local_connect.status()
     if running.running and running.url:
@@ -246,19 +354,92 @@ def _spark_connect_up(out: Out) -> str:
     else:
         out(f"starting the Spark Connect server (about 15 s; log {_show(running.log_file)})...")
     url = local_connect.ensure_local_server(progress=False)
+    if not (running.running and running.url):
+        started.add("Spark Connect server", local_connect.stop_local_server)
     out(f"  Spark Connect at {url}: the mirror DAGs' replicate tasks submit their work units there")
     return url
 
 
-def _airflow_up(paths: DemoPaths, config: Path, spark_url: str, out: Out) -> AirflowServer:
-    server = AirflowServer(paths.airflow_home, _airflow_port(paths, out), config, spark_url)
-    if server.running():
+def _postgres_up(paths: DemoPaths, out: Out, started: StartedHere) -> PostgresServer:
+    """Airflow's metadata database: the demo's PostgreSQL server, started (initdb the first time) unless it runs."""
+    database = _postgres(paths)
+    if database.running():
+        out(f"PostgreSQL already running (pid {database.pid}) on {API_HOST}:{database.port}")
+    else:
+        first = "" if database.initialized() else "; the first start creates the database"
+        out(f"starting PostgreSQL, Airflow's metadata database (log {_show(database.log_file)}{first})...")
+    result = database.start(timeout=POSTGRES_START_TIMEOUT)
+    if result.started:
+        started.add("PostgreSQL", database.stop)
+    out(f"  PostgreSQL ready on {API_HOST}:{result.port} after {result.seconds:.0f} s")
+    return database
+
+
+def _airflow_start_hint(error: AirflowStartError, database: PostgresServer) -> str:
+    """What to read and try after Airflow did not become healthy."""
+    lines = [str(error)]
+    if "metadatabase" in error.unhealthy:
+        lines.append(f"Airflow's metadata database is the demo's PostgreSQL: read {_show(database.log_file)} too.")
+    lines.append(
+        f"If this machine is just slow, wait longer: `.venv/bin/mirrorflow demo up --start-timeout 600` "
+        f"(or {START_TIMEOUT_ENV}=600 make demo)."
+    )
+    return "\n".join(lines)
+
+
+def _pools_up(server: AirflowServer, config: MirrorConfig, out: Out) -> None:
+    """The Airflow pools the configuration's replicate tasks run in (``mirrorflow.spark.pool``), one slot per 2 CPUs.
+
+    Without the pool Airflow would never schedule those tasks; with it, at most that many Spark jobs run at
+    once (three at once used to start on 2 cores).
+    """
+    names = sorted({flow.get(SPARK_POOL_KEY).strip() for flow in config.enabled_flows()} - {""})
+    slots = spark_pool_slots()
+    for name in names:
+        what = server.ensure_pool(name, slots, "mirrorflow replicate tasks: one Spark job per slot")
+        out(f"  Airflow pool {name}: {slots} slot(s) ({what}), so at most {slots} replicate task(s) run at once")
+
+
+def airflow_up(
+    paths: DemoPaths,
+    config_file: Path,
+    config: MirrorConfig,
+    spark_url: str,
+    out: Out,
+    started: StartedHere,
+    *,
+    timeout: float,
+    port: int | None = None,
+) -> AirflowServer:
+    """PostgreSQL, then Airflow on it (healthy within ``timeout`` seconds), then the Spark pool.
+
+    What this call starts is registered in ``started``; an Airflow that does not become healthy is stopped
+    by :meth:`AirflowServer.start` itself, and the error names the components and the logs to read.
+    ``port``: the API port (default: the running server's, else $MIRRORFLOW_DEMO_PORT or 8080, else free).
+    """
+    database = _postgres_up(paths, out, started)
+    api_port = port if port is not None else _airflow_port(paths, out)
+    server = AirflowServer(paths.airflow_home, api_port, config_file, spark_url, database_url=database.database_url())
+    was_running = server.running()
+    if was_running:
         out(f"Airflow already running (pid {server.pid}) at {server.url}")
     else:
-        out(f"starting Airflow (about 20 s; log {_show(server.log_file)})...")
-    took = server.start(timeout=AIRFLOW_START_TIMEOUT)
-    out(f"  Airflow healthy at {server.url} after {took:.0f} s")
+        out(f"starting Airflow (about 30 s, up to {timeout:.0f} s; log {_show(server.log_file)})...")
+    try:
+        took = server.start(timeout=timeout)
+    except AirflowStartError as exc:
+        raise AirflowStartError(_airflow_start_hint(exc, database), exc.unhealthy) from None
+    if not was_running:
+        started.add("Airflow", lambda: server.stop(timeout=60))
+    out(f"  Airflow healthy at {server.url} after {took:.0f} s (metadata database: PostgreSQL, LocalExecutor)")
+    _pools_up(server, config, out)
     return server
+
+
+def airflow_down(paths: DemoPaths, out: Out) -> None:
+    """Stop Airflow, then its PostgreSQL (a database stopped first would fail Airflow's last writes)."""
+    out(f"Airflow: {AirflowServer.session(paths.airflow_home).stop(timeout=60)}")
+    out(f"PostgreSQL: {_postgres(paths).stop(timeout=60)}")
 
 
 def _dags_up(server: AirflowServer, dags: list[MirrorDag], out: Out) -> dict[str, str]:
@@ -305,10 +486,37 @@ def _companion_dags_up(server: AirflowServer, config: MirrorConfig, out: Out) ->
         )
 
 
-def demo_up(out: Out = _print) -> int:
-    """Start (or complete) the demo and print where to look; 0 when everything runs, else 1."""
+def _stack_up(paths: DemoPaths, config_file: Path, config: MirrorConfig, timeout: float, out: Out) -> AirflowServer:
+    """Every process of the demo, in order; on any failure, what this call started is stopped again."""
+    started = StartedHere()
+    try:
+        _clusters_up(paths, out, started)
+        _traffic_up(paths, out, started)
+        spark_url = _spark_connect_up(out, started)
+        return airflow_up(paths, config_file, config, spark_url, out, started, timeout=timeout)
+    except (*_FAILURES, KeyboardInterrupt) as exc:
+        out(f"error: {exc}" if not isinstance(exc, KeyboardInterrupt) else "interrupted")
+        if started:
+            out("stopping what this attempt started (what ran before it keeps running):")
+            started.undo(out)
+        else:
+            out("this attempt started nothing: what runs was started before it")
+        raise
+
+
+def demo_up(out: Out = _print, *, start_timeout_s: float | None = None) -> int:
+    """Start (or complete) the demo and print where to look; 0 when everything runs, else 1.
+
+    ``start_timeout_s``: how long to wait for Airflow (``--start-timeout``; default $MIRRORFLOW_DEMO_START_TIMEOUT,
+    else 300 s).
+    """
     paths = demo_paths()
     config_file = config_path()
+    try:
+        timeout = start_timeout(start_timeout_s)
+    except ValueError as exc:
+        out(f"error: {exc}")
+        return 1
     try:
         config = load_config(config_file)
     except (ConfigError, OSError) as exc:  # ConfigError's message lists every problem
@@ -318,18 +526,15 @@ def demo_up(out: Out = _print) -> int:
     t0 = time.monotonic()
     try:
         with file_lock(paths.root):
-            _clusters_up(paths, out)
-            _traffic_up(paths, out)
-            server = _airflow_up(paths, config_file, _spark_connect_up(out), out)
+            server = _stack_up(paths, config_file, config, timeout, out)
             try:
                 result = _dags_up(server, dags, out)
                 _companion_dags_up(server, config, out)
             except AirflowServerError as exc:  # Airflow runs: still show where to look at the import errors
                 out(f"error: {exc}")
                 result = {d.dag_id: "NOT FOUND in Airflow (see above)" for d in dags}
-    except _FAILURES as exc:
-        out(f"error: {exc}")
-        out(_INCOMPLETE)
+    except _FAILURES:
+        out(_UNDONE)
         return 1
     _final_block(paths, server, dags, result, config_file, out, time.monotonic() - t0)
     if any("NOT FOUND" in r for r in result.values()):
@@ -349,6 +554,7 @@ def _final_block(
     took: float,
 ) -> None:
     user, password = admin_login(paths.airflow_home)
+    database = _postgres(paths)
     primary, backup = (s.bootstrap for s in DEFAULT_CLUSTERS)
     topics = ", ".join(t.name for t in DEMO_TOPICS)
     groups = ", ".join(g.group for g in DEMO_GROUPS)
@@ -358,6 +564,7 @@ def _final_block(
         "",
         f"  Airflow UI   {server.url}",
         f"  Login        {user} / {password}",
+        f"  Database     PostgreSQL on {API_HOST}:{database.port} (Airflow's metadata; LocalExecutor)",
         f"  Kafka        primary {primary}  ->  backup {backup}",
         f"  Traffic      about {DEFAULT_RATE:.0f} records/s to {topics} on primary;",
         f"               consumer groups {groups} commit offsets on primary",
@@ -374,8 +581,8 @@ def _final_block(
         "Watch it:",
         f"  open {server.url} (DAGs -> a mirror DAG -> Grid: runs, task logs with per-partition records and lag)",
         "  .venv/bin/mirrorflow demo status     # what runs; end offsets on primary and backup; consumer lag",
-        f"  logs: {_show(server.log_file)}, {_show(_traffic(paths).log_file)},",
-        f"        {_show(DevClusters().state_dir)}/<cluster>/broker.log",
+        f"  logs: {_show(server.log_file)}, {_show(database.log_file)},",
+        f"        {_show(_traffic(paths).log_file)}, {_show(DevClusters().state_dir)}/<cluster>/broker.log",
         "",
         "Stop it:",
         "  make demo-stop",
@@ -405,14 +612,17 @@ def _clusters_down(paths: DemoPaths, out: Out) -> None:
 
 
 def demo_down(out: Out = _print) -> int:
-    """Stop the traffic, Airflow and the clusters the demo started (recorded PIDs only); idempotent.
+    """Stop the traffic, Airflow, PostgreSQL, Spark Connect and the clusters the demo started (recorded PIDs
+    only); idempotent.
 
-    Each step runs even if an earlier one failed; the exit code is 1 if any failed.
+    Each step runs even if an earlier one failed; the exit code is 1 if any failed.  PostgreSQL stops after
+    Airflow, whose last writes go to it.
     """
     paths = demo_paths()
     steps: list[tuple[str, Callable[[], object]]] = [
         ("demo traffic", lambda: out(f"demo traffic: {_traffic(paths).stop(timeout=30)}")),
         ("Airflow", lambda: out(f"Airflow: {AirflowServer.session(paths.airflow_home).stop(timeout=60)}")),
+        ("PostgreSQL", lambda: out(f"PostgreSQL: {_postgres(paths).stop(timeout=60)}")),
         ("Spark Connect", lambda: out(f"Spark Connect server: {local_connect.stop_local_server()}")),
         ("Kafka clusters", lambda: _clusters_down(paths, out)),
     ]
@@ -421,7 +631,7 @@ def demo_down(out: Out = _print) -> int:
         for name, step in steps:
             try:
                 step()
-            except (DevClusterError, ProcessControlError, OSError) as exc:
+            except (DevClusterError, ProcessControlError, PostgresError, OSError) as exc:
                 out(f"{name}: could not stop: {exc}")
                 failed += 1
     return 1 if failed else 0
@@ -502,6 +712,9 @@ def _status_processes(paths: DemoPaths, out: Out) -> bool:
         out(f"Kafka {s.alias:<8} {s.bootstrap:<16} {s.detail}{f' (pid {s.pid})' if s.pid else ''}")
     traffic = _traffic(paths).record()
     out(f"demo traffic         {f'running (pid {traffic.pid})' if traffic else 'not running'}")
+    database = _postgres(paths)
+    db_pid, db_port = database.pid, database.port
+    out(f"PostgreSQL           {f'running (pid {db_pid}) on {API_HOST}:{db_port}' if db_pid else 'not running'}")
     port = AirflowServer.recorded_port(paths.airflow_home)
     healthy = False
     if port is not None:
@@ -512,7 +725,7 @@ def _status_processes(paths: DemoPaths, out: Out) -> bool:
         )
     else:
         out("Airflow              not running")
-    return all(s.running for s in statuses) and traffic is not None and healthy
+    return all(s.running for s in statuses) and traffic is not None and db_pid is not None and healthy
 
 
 @functools.cache

@@ -1,0 +1,192 @@
+"""The demo's Airflow on PostgreSQL, with real processes: it starts, stops and starts again, and the REST API
+keeps working while a mirror run writes.
+
+Why: on SQLite, triggering the failover DAG and unpausing DAGs returned HTTP 500 (``database is locked``)
+while a mirror run wrote, and ``make demo`` after ``make demo-stop`` failed every time.  One start-stop-start
+cycle of the stack's own ``airflow_up`` / ``airflow_down`` (PostgreSQL, Airflow, the Spark pool) is shared by
+the tests of this module; its state lives in a throwaway directory (never the developer's ``.mirrorflow``)
+and every process is stopped by its recorded PID at the end.
+"""
+
+from __future__ import annotations
+
+import atexit
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from include.mirrorflow.config import load_config
+from include.mirrorflow.demo.airflow_server import FINISHED_STATES, AirflowServer
+from include.mirrorflow.demo.postgres import DB_NAME, PostgresServer
+from include.mirrorflow.demo.stack import DemoPaths, StartedHere, airflow_down, airflow_up, spark_pool_slots
+from include.mirrorflow.devcluster import free_port
+from include.mirrorflow.processes import session_members
+from tests.kafka_helpers import create_topic, produce
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+POOL = "mirrorflow_spark"
+MIRROR = "mirror__primary__backup__busy"
+FAILOVER = "failover__primary__backup"
+
+
+def write_config(path: Path, clusters: Any, prefix: str) -> Path:
+    path.write_text(
+        "clusters = primary, backup\n"
+        f"primary.bootstrap.servers = {clusters.primary}\n"
+        f"backup.bootstrap.servers = {clusters.backup}\n"
+        "primary->backup.enabled = true\n"
+        f"primary->backup.topics = {prefix}\\\\..*\n"
+        "primary->backup.mirrorflow.families = busy\n"
+        f"primary->backup.mirrorflow.family.busy.topics = {prefix}\\\\..*\n"
+        "primary->backup.mirrorflow.family.busy.schedule = none\n"  # only the REST trigger runs it
+        f"mirrorflow.spark.pool = {POOL}\n"
+        "replication.factor = 1\noffset-syncs.topic.replication.factor = 1\n"
+        "checkpoints.topic.replication.factor = 1\nheartbeats.topic.replication.factor = 1\n"
+        "offset-syncs.topic.location = target\nsync.topic.acls.enabled = false\n"
+    )
+    return path
+
+
+@dataclass
+class Cycle:
+    """What the start-stop-start cycle saw, and the server left running for the other tests."""
+
+    server: AirflowServer
+    database: PostgresServer
+    prefix: str
+    lines: list[str] = field(default_factory=list)
+    seconds: list[float] = field(default_factory=list)  # each airflow_up, PostgreSQL included
+    left_after_stop: list[int] = field(default_factory=list)  # session members after airflow_down
+    running_after_stop: tuple[bool, bool] = (True, True)  # (Airflow, PostgreSQL)
+
+
+def _reachable_tmpdir() -> Path:
+    """A private temporary directory the server's user can traverse (as root it runs as ``nobody``)."""
+    root = Path(tempfile.mkdtemp(prefix="mirrorflow-demo-pg-"))
+    root.chmod(0o711)
+    return root
+
+
+@pytest.fixture(scope="module")
+def cycle(kafka_clusters: Any, spark_connect: str) -> Iterator[Cycle]:
+    root = _reachable_tmpdir()
+    paths = DemoPaths(root / "demo")
+    prefix = f"pg{uuid.uuid4().hex[:6]}"
+    config_file = write_config(root / "mm2.properties", kafka_clusters, prefix)
+    config = load_config(config_file)
+    port = free_port()
+    database = PostgresServer(paths.postgres_dir)
+    result = Cycle(server=None, database=database, prefix=prefix)  # type: ignore[arg-type]
+    lines = result.lines
+
+    def stop_all() -> None:
+        airflow_down(paths, lines.append)
+
+    def up() -> AirflowServer:
+        t0 = time.monotonic()
+        server = airflow_up(
+            paths, config_file, config, spark_connect, lines.append, StartedHere(), timeout=300, port=port
+        )
+        result.seconds.append(time.monotonic() - t0)
+        return server
+
+    atexit.register(stop_all)  # the session dying without teardown must not leave a server behind
+    try:
+        first = up()
+        sessions = [first._process.record(), database._process.record()]
+        stop_all()
+        result.running_after_stop = (first.running(), database.running())
+        result.left_after_stop = [pid for r in sessions if r is not None for pid in session_members(r.pgid)]
+        result.server = up()
+        yield result
+    finally:
+        stop_all()
+        atexit.unregister(stop_all)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.timeout(900)
+def test_airflow_on_postgresql_starts_stops_and_starts_again(cycle: Cycle) -> None:
+    server, database = cycle.server, cycle.database
+    report = "\n".join(cycle.lines)
+    assert cycle.running_after_stop == (False, False), report
+    assert cycle.left_after_stop == [], report  # every process of both sessions stopped
+    assert server.healthy(), f"see {server.log_file}\n{report}"
+    assert len(cycle.seconds) == 2
+    print(f"airflow_up with PostgreSQL: first {cycle.seconds[0]:.1f} s, after a stop {cycle.seconds[1]:.1f} s")
+
+    import psycopg2
+
+    conn = psycopg2.connect(
+        host="127.0.0.1", port=database.port, user="mirrorflow", password=database.password(), dbname=DB_NAME
+    )
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'dag_run'")
+            assert cur.fetchone() == (1,)  # Airflow's schema lives in PostgreSQL ...
+    finally:
+        conn.close()
+    assert not (server.home / "airflow.db").exists()  # ... and no SQLite file was made
+    assert database.password() not in report  # the URL with the password is never printed
+
+    pool = server.request("GET", f"/api/v2/pools/{POOL}")
+    assert pool["slots"] == spark_pool_slots()
+    assert any(f"Airflow pool {POOL}: {spark_pool_slots()} slot(s) (created)" in line for line in cycle.lines)
+    assert any(f"Airflow pool {POOL}: {spark_pool_slots()} slot(s) (unchanged)" in line for line in cycle.lines)
+
+
+def _task_state(server: AirflowServer, run_id: str, task_id: str) -> str | None:
+    body = server.request("GET", f"/api/v2/dags/{MIRROR}/dagRuns/{run_id}/taskInstances/{task_id}")
+    return body.get("state")
+
+
+def _keep_producing(bootstrap: str, topic: str, stop: threading.Event) -> None:
+    while not stop.is_set():
+        produce(bootstrap, topic, [{"key": b"k%d" % i, "value": b"x" * 200} for i in range(200)])
+        stop.wait(0.5)
+
+
+@pytest.mark.timeout(600)
+def test_unpause_and_trigger_failover_succeed_while_a_mirror_run_writes(cycle: Cycle, kafka_clusters: Any) -> None:
+    server = cycle.server
+    topic = create_topic(kafka_clusters.primary, f"{cycle.prefix}.busy", partitions=2)
+    produce(kafka_clusters.primary, topic, [{"key": b"k%d" % i, "value": b"x" * 200} for i in range(5000)])
+    companions = ["checkpoints__primary__backup", "heartbeats__primary__backup"]
+    found = server.wait_for_dags([MIRROR, FAILOVER, *companions], timeout=180)
+    assert MIRROR in found and FAILOVER in found
+
+    server.unpause(MIRROR)
+    run_id = server.trigger(MIRROR, {"topics": topic, "duration": "25s"})  # continuous: writes for 25 s
+    stop = threading.Event()
+    producer = threading.Thread(target=_keep_producing, args=(kafka_clusters.primary, topic, stop), daemon=True)
+    producer.start()
+    try:
+        deadline = time.monotonic() + 180
+        while _task_state(server, run_id, "replicate") != "running":
+            assert time.monotonic() < deadline, f"replicate never ran; see {server.log_file}"
+            assert server.run_state(MIRROR, run_id) not in FINISHED_STATES
+            time.sleep(1)
+
+        # While it writes: every call succeeds (an HTTP error raises AirflowApiError with its status).
+        for dag_id in [FAILOVER, *companions, MIRROR]:
+            server.unpause(dag_id)
+        failover_run = server.trigger(FAILOVER, {"mode": "planned", "dry_run": True})
+        for dag_id in [FAILOVER, *companions]:
+            server.request("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": True})
+            server.unpause(dag_id)
+        assert _task_state(server, run_id, "replicate") == "running"  # the calls overlapped the writing
+    finally:
+        stop.set()
+        producer.join(timeout=30)
+
+    assert server.wait_for_run(MIRROR, run_id, timeout=300) == "success", f"see {server.home}/logs"
+    assert server.wait_for_run(FAILOVER, failover_run, timeout=300) in FINISHED_STATES
