@@ -424,7 +424,7 @@ def airflow_up(
     if was_running:
         out(f"Airflow already running (pid {server.pid}) at {server.url}")
     else:
-        out(f"starting Airflow (about 30 s, up to {timeout:.0f} s; log {_show(server.log_file)})...")
+        out(f"starting Airflow (usually 30-60 s; waiting up to {timeout:.0f} s; log {_show(server.log_file)})...")
     try:
         took = server.start(timeout=timeout)
     except AirflowStartError as exc:
