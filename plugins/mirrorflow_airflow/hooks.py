@@ -1,9 +1,10 @@
 """The Airflow side of mirrorflow's configuration: the file plus ``kafka_<alias>`` connections.
 
 Credentials belong in Airflow's connections (and from there in a secrets backend), not in a
-properties file in a Git repository. This hook loads the configuration named by ``MIRRORFLOW_CONFIG``
-and lets a connection ``kafka_<alias>`` replace cluster ``<alias>``'s settings; every value it takes
-from a connection is registered with Airflow's secrets masker first, so it can never reach a log.
+properties file in a Git repository. This hook loads the configuration named by ``MIRRORFLOW_CONFIG``,
+applies the settings of ``MIRRORFLOW_CONFIG_OVERRIDES`` from the environment, and lets a connection
+``kafka_<alias>`` replace cluster ``<alias>``'s settings; every secret value it takes from either is
+registered with Airflow's secrets masker first, so it can never reach a log.
 """
 
 from __future__ import annotations
@@ -60,8 +61,14 @@ class MirrorflowHook(BaseHook):
 
     @cached_property
     def overrides(self) -> list[Entry]:
+        """Settings of ``MIRRORFLOW_CONFIG_OVERRIDES`` (a deployment's environment, e.g. the demo's alert
+        receiver), then those of the ``kafka_<alias>`` connections (which win); secrets masked."""
+        from_env = config_overrides.from_environment()
+        for entry in from_env:
+            if is_secret_key(entry.key):
+                mask_secret(entry.value)
         aliases = list(load_config(self.config_file, partial=True).clusters)
-        return self.connection_overrides(aliases)
+        return from_env + self.connection_overrides(aliases)
 
     def load(self) -> MirrorConfig:
         return load_config(self.config_file, overrides=self.overrides)

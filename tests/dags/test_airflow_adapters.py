@@ -7,6 +7,7 @@ import os
 import sys
 from pathlib import Path
 
+import airflow.settings  # noqa: F401 - Airflow puts plugins/ (mirrorflow_airflow) on sys.path
 import pytest
 
 from include.mirrorflow.config import overrides as ov
@@ -49,6 +50,24 @@ def test_a_kafka_alias_connection_overrides_the_file_and_its_secrets_are_masked(
     assert ov.from_environment(env) == hook.overrides
 
 
+def test_settings_from_the_environment_apply_in_tasks_and_a_webhook_is_masked(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow.sdk._shared.secrets_masker.secrets_masker import redact
+    from mirrorflow_airflow.hooks import MirrorflowHook
+
+    from include.mirrorflow.config.properties import Entry
+    from include.mirrorflow.demo.alert_sink import SinkEndpoint
+    from include.mirrorflow.demo.stack import alert_settings
+
+    url = "http://127.0.0.1:9/alerts-7f3a9c2e1b"
+    monkeypatch.setenv(ov.ENV_VAR, alert_settings(SinkEndpoint(url, Path("/tmp/alerts.jsonl"))))
+    hook = MirrorflowHook()
+    assert hook.flow("primary->backup").get("mirrorflow.alerts.webhook.url") == url
+    assert url not in redact(f"posting to {url}")
+    assert ov.from_environment(hook.spark_environment())[0] == Entry(
+        "mirrorflow.alerts.webhook.url", url, "the demo's alert receiver", 0
+    )
+
+
 def test_the_spark_app_gets_its_arguments_from_the_params(tmp_path: Path) -> None:
     from mirrorflow_airflow.operators import app_arguments
 
@@ -82,3 +101,23 @@ def test_spark_submit_lines_keep_their_level() -> None:
     assert line_level("26/11/22 12:00:01 INFO SparkContext: Running Spark version 4.3.0") == logging.INFO
     assert line_level("  orders[0]  primary.orders  20  0..19  20  0  copied") == logging.INFO
     assert line_level("Traceback (most recent call last):") == logging.INFO
+
+
+def test_a_replicate_task_stopped_from_outside_says_so_and_interrupts_its_jobs(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    from mirrorflow_airflow.operators import MirrorFamilyOperator
+
+    class Jobs:
+        interrupted = False
+
+        def interrupt(self) -> None:
+            self.interrupted = True
+
+    operator = MirrorFamilyOperator(task_id="replicate", flow="primary->backup", family="orders")
+    jobs = Jobs()
+    operator._connect_executor = jobs
+    operator.on_kill()
+    assert jobs.interrupted
+    logged = "".join(capfd.readouterr())
+    assert "error" in logged and "replicate was stopped from outside" in logged, logged

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ..config.overrides import ENV_VAR as OVERRIDES_ENV
 from ..processes import SessionProcess, port_is_free, port_owner
 from .airflow_env import API_HOST, admin_login, airflow_environment
 
@@ -107,8 +108,10 @@ class AirflowServer:
         spark_url: str | None = None,
         *,
         database_url: str | None = None,
+        settings: str | None = None,
     ) -> None:
         self.home = Path(home).absolute()
+        self.settings = settings  # MIRRORFLOW_CONFIG_OVERRIDES of every Airflow process (the demo's alert receiver)
         self.api_port = api_port
         self.config_path = Path(config_path).absolute()
         self.spark_url = spark_url  # the Spark Connect server of the replicate tasks (else local spark-submit)
@@ -192,6 +195,8 @@ class AirflowServer:
             spark_url=self.spark_url,
             database_url=self.database_url,
         )
+        if self.settings:
+            env[OVERRIDES_ENV] = self.settings
         self._token = None
         self._process.start(
             [str(airflow), "standalone"],

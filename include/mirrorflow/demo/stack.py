@@ -32,7 +32,9 @@ from pathlib import Path
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from ..config import ConfigError, FlowConfig, MirrorConfig, load_config
+from ..alerts import WEBHOOK_KEY
+from ..config import ConfigError, FlowConfig, MirrorConfig, load_config, overrides
+from ..config.properties import Entry
 from ..devcluster import (
     DEFAULT_CLUSTERS,
     REPO_ROOT,
@@ -47,6 +49,7 @@ from ..processes import ProcessControlError, SessionProcess, file_lock, port_is_
 from ..replication import local_connect
 from .airflow_env import API_HOST, admin_login
 from .airflow_server import AirflowServer, AirflowServerError, AirflowStartError
+from .alert_sink import AlertSink, AlertSinkError, SinkEndpoint
 from .postgres import PostgresError, PostgresServer
 from .traffic import DEFAULT_RATE, DEMO_GROUPS, DEMO_TOPICS, ensure_topics
 
@@ -93,6 +96,7 @@ _FAILURES = (
     DevClusterError,
     AirflowServerError,
     PostgresError,
+    AlertSinkError,
     local_connect.LocalServerError,
     ProcessControlError,
     OSError,
@@ -400,6 +404,23 @@ def _pools_up(server: AirflowServer, config: MirrorConfig, out: Out) -> None:
         out(f"  Airflow pool {name}: {slots} slot(s) ({what}), so at most {slots} replicate task(s) run at once")
 
 
+def _alert_sink_up(paths: DemoPaths, out: Out, started: StartedHere) -> SinkEndpoint:
+    """The local webhook receiver the demo's alerts go to (started before Airflow, whose tasks POST to it)."""
+    sink = AlertSink(paths.root)
+    running = sink.endpoint()
+    endpoint = running or sink.start()
+    if running is None:
+        started.add("alert receiver", lambda: sink.stop(timeout=10))
+    out(f"alerts: POSTed to a local receiver at {endpoint.url}, one JSON line each in {_show(endpoint.file)}")
+    return endpoint
+
+
+def alert_settings(endpoint: SinkEndpoint) -> str:
+    """``MIRRORFLOW_CONFIG_OVERRIDES`` naming the demo's receiver as every flow's alert webhook: the example
+    configuration stays as a user would copy it (no webhook), and Airflow's processes still alert somewhere visible."""
+    return overrides.encode([Entry(WEBHOOK_KEY, endpoint.url, "the demo's alert receiver", 0)])
+
+
 def airflow_up(
     paths: DemoPaths,
     config_file: Path,
@@ -410,16 +431,20 @@ def airflow_up(
     *,
     timeout: float,
     port: int | None = None,
+    settings: str | None = None,
 ) -> AirflowServer:
     """PostgreSQL, then Airflow on it (healthy within ``timeout`` seconds), then the Spark pool.
 
     What this call starts is registered in ``started``; an Airflow that does not become healthy is stopped
     by :meth:`AirflowServer.start` itself, and the error names the components and the logs to read.
     ``port``: the API port (default: the running server's, else $MIRRORFLOW_DEMO_PORT or 8080, else free).
+    ``settings``: configuration overrides (``MIRRORFLOW_CONFIG_OVERRIDES``) for every Airflow process.
     """
     database = _postgres_up(paths, out, started)
     api_port = port if port is not None else _airflow_port(paths, out)
-    server = AirflowServer(paths.airflow_home, api_port, config_file, spark_url, database_url=database.database_url())
+    server = AirflowServer(
+        paths.airflow_home, api_port, config_file, spark_url, database_url=database.database_url(), settings=settings
+    )
     was_running = server.running()
     if was_running:
         out(f"Airflow already running (pid {server.pid}) at {server.url}")
@@ -493,7 +518,10 @@ def _stack_up(paths: DemoPaths, config_file: Path, config: MirrorConfig, timeout
         _clusters_up(paths, out, started)
         _traffic_up(paths, out, started)
         spark_url = _spark_connect_up(out, started)
-        return airflow_up(paths, config_file, config, spark_url, out, started, timeout=timeout)
+        alerts = _alert_sink_up(paths, out, started)
+        return airflow_up(
+            paths, config_file, config, spark_url, out, started, timeout=timeout, settings=alert_settings(alerts)
+        )
     except (*_FAILURES, KeyboardInterrupt) as exc:
         out(f"error: {exc}" if not isinstance(exc, KeyboardInterrupt) else "interrupted")
         if started:
@@ -568,6 +596,7 @@ def _final_block(
         f"  Kafka        primary {primary}  ->  backup {backup}",
         f"  Traffic      about {DEFAULT_RATE:.0f} records/s to {topics} on primary;",
         f"               consumer groups {groups} commit offsets on primary",
+        f"  Alerts       {_show(AlertSink(paths.root).alerts_file)} (tail -f; stale heartbeats, data loss, resets)",
         "",
         f"Replicating ({_show(config_file)}):",
     ]
@@ -582,7 +611,8 @@ def _final_block(
         f"  open {server.url} (DAGs -> a mirror DAG -> Grid: runs, task logs with per-partition records and lag)",
         "  .venv/bin/mirrorflow demo status     # what runs; end offsets on primary and backup; consumer lag",
         f"  logs: {_show(server.log_file)}, {_show(database.log_file)},",
-        f"        {_show(_traffic(paths).log_file)}, {_show(DevClusters().state_dir)}/<cluster>/broker.log",
+        f"        {_show(_traffic(paths).log_file)}, {_show(AlertSink(paths.root).log_file)},",
+        f"        {_show(DevClusters().state_dir)}/<cluster>/broker.log",
         "",
         "Stop it:",
         "  make demo-stop",
@@ -622,6 +652,7 @@ def demo_down(out: Out = _print) -> int:
     steps: list[tuple[str, Callable[[], object]]] = [
         ("demo traffic", lambda: out(f"demo traffic: {_traffic(paths).stop(timeout=30)}")),
         ("Airflow", lambda: out(f"Airflow: {AirflowServer.session(paths.airflow_home).stop(timeout=60)}")),
+        ("alert receiver", lambda: out(f"alert receiver: {AlertSink(paths.root).stop(timeout=10)}")),
         ("PostgreSQL", lambda: out(f"PostgreSQL: {_postgres(paths).stop(timeout=60)}")),
         ("Spark Connect", lambda: out(f"Spark Connect server: {local_connect.stop_local_server()}")),
         ("Kafka clusters", lambda: _clusters_down(paths, out)),
@@ -715,6 +746,10 @@ def _status_processes(paths: DemoPaths, out: Out) -> bool:
     database = _postgres(paths)
     db_pid, db_port = database.pid, database.port
     out(f"PostgreSQL           {f'running (pid {db_pid}) on {API_HOST}:{db_port}' if db_pid else 'not running'}")
+    sink = AlertSink(paths.root)
+    endpoint = sink.endpoint()
+    received = f", {len(sink.alerts())} alert(s) in {_show(sink.alerts_file)}" if endpoint else ""
+    out(f"alert receiver       {f'running at {endpoint.url}{received}' if endpoint else 'not running'}")
     port = AirflowServer.recorded_port(paths.airflow_home)
     healthy = False
     if port is not None:
