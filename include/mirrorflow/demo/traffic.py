@@ -308,6 +308,7 @@ def _consume(group: DemoGroup, bootstrap: str, rate: float, stop: threading.Even
     consumer.subscribe(list(group.topics))
     t0, pending = time.monotonic(), 0
     credit, last = 0.0, t0  # records the group may still process in the slow phase (a token bucket)
+    started = False  # no pause before the first record: joining the group and the first fetch take a while
     try:
         while not stop.is_set():
             # A cycle: take what the group may process since the last one (all there is, in the catch-up phase),
@@ -329,9 +330,10 @@ def _consume(group: DemoGroup, bootstrap: str, rate: float, stop: threading.Even
                 with counts.lock:
                     counts.consumed[group.group] += 1
                 pending += 1
+                started = True
                 if pending >= COMMIT_EVERY:
                     pending = _commit(consumer, group, counts, pending)
-            if allowed or len(messages) < budget:
+            if started and (allowed or len(messages) < budget):
                 _idle(consumer, stop)
         _commit(consumer, group, counts, pending)
     finally:
