@@ -129,7 +129,9 @@ def test_byte_for_byte_copy_with_spark(kafka_clusters: Any, spark_engine: UnitEx
     assert report.ok, report.errors
     for topic in (keyed, txn):
         assert committed(kafka_clusters.backup, f"primary.{topic}") == committed(kafka_clusters.primary, topic)
-    assert report.records == 60 + 17
+    # Only this test's topics: a run over every family also carries the source's `heartbeats` (as MM2 does),
+    # which other tests of the session may have written to.
+    assert sum(part.records for part in report.partitions if part.topic in (keyed, txn)) == 60 + 17
     assert all(part.lag == 0 for part in report.partitions)
     # Ranges were copied in bounded transactions (8 records each): each commit marker takes a target offset.
     offsets = [r.offset for r in read_all(kafka_clusters.backup, f"primary.{keyed}", partition=0)]
