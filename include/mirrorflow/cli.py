@@ -146,6 +146,34 @@ def _flow_of(args: argparse.Namespace) -> FlowConfig | None:
     return None
 
 
+def _status(args: argparse.Namespace) -> int:
+    """How far behind each flow is, in records and seconds, worst first (``--json``: the status model's data).
+
+    Exit 2 when a cluster did not answer: what could be measured is still printed, the line naming the
+    cluster goes to stderr as the other commands print it.
+    """
+    from .config import overrides
+    from .status import flow_status, render_text
+
+    if args.flow:
+        flow = _flow_of(args)
+        if flow is None:
+            return 1
+        flows = [flow]
+    else:
+        flows = load_config(args.config, overrides=overrides.from_environment()).enabled_flows()
+        flows = [f for f in flows if not args.family or any(fam.name == args.family for fam in f.families)]
+    try:
+        statuses = [flow_status(flow, args.family) for flow in flows]
+    except KeyError as exc:  # an unknown family
+        print(exc.args[0], file=sys.stderr)
+        return 1
+    print(json.dumps({"flows": [st.to_dict() for st in statuses]}, indent=2) if args.json else render_text(statuses))
+    for line in (e for st in statuses for e in st.errors if e.startswith("error: cluster")):
+        print(line, file=sys.stderr)
+    return 2 if any(st.unreachable for st in statuses) else 0
+
+
 def _checkpoints(args: argparse.Namespace) -> int:
     from .checkpoints.emit import emit_checkpoints, render_report
     from .checkpoints.groupsync import sync_group_offsets
@@ -296,6 +324,14 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument("action", choices=["up", "down", "status"])
     dev.add_argument("--clusters", help="alias:port list (default primary:19092,backup:29092)")
     dev.set_defaults(func=_dev)
+
+    status = sub.add_parser("status", help="lag in records and seconds per partition, heartbeat and checkpoint ages")
+    status.add_argument("--config", required=True, help="mm2.properties file")
+    status.add_argument("--flow", help="SOURCE->TARGET (default: every enabled flow)")
+    status.add_argument("--family", help="only this family's partitions")
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+    _add_debug(status)
+    status.set_defaults(func=_status)
 
     checkpoints = sub.add_parser("checkpoints", help="emit checkpoints and sync group offsets once (the DAG's work)")
     checkpoints.add_argument("--config", required=True, help="mm2.properties file")

@@ -1,0 +1,496 @@
+"""How far behind is the copy, in records and in seconds, and is anything wrong: one status model.
+
+Computed live from the clusters (stored progress on the target, end offsets and record timestamps on the
+source, heartbeats, checkpoints and the failover log on the target), never from a run's memory, so the
+CLI, the DAGs and any page show the same numbers whoever computes them and whenever.
+
+Definitions (the README's "Status" section says the same):
+
+- ``copied_position``: the next source offset to copy: the stored progress (MM2's last copied offset) + 1,
+  or the partition's log start when nothing is stored.
+- ``end_offset``: the source partition's end: its high watermark, or its last stable offset when the flow
+  reads ``read_committed`` (records of open transactions cannot be copied yet).
+- ``lag_records``: ``end_offset - copied_position``, never below 0.
+- ``lag_seconds``: the age (now minus its timestamp) of the oldest source record not yet copied, that is
+  the first record at or after ``copied_position``; 0 when caught up. It says how long the oldest record
+  the target is missing has been waiting: what a consumer that failed over now would lack, in time.
+
+Cheap on purpose: one discovery, one list_offsets pass per spec (latest, earliest), one consumer reading the
+progress topic, one consumer fetching the record at ``copied_position - 1`` (the last copied one, for its
+timestamp) and at ``copied_position`` (the oldest not copied) of every partition, and the flow-level checks
+in parallel threads. A cluster that does not answer is found first, by the same check the other commands
+run (``preflight``), so the parts needing it are skipped with an ``error`` naming it: no hang, no crash.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, TopicPartition
+from confluent_kafka.admin import OffsetSpec
+
+from . import clients, preflight, topics
+from .config.model import FlowConfig, Side
+from .replication.progress import last_record_timestamp, progress_topic, read_stored_progress
+
+CAUGHT_UP = "caught up"
+BEHIND = "behind"
+NO_PROGRESS = "no progress yet"
+ERROR = "error"
+
+#: How many partitions a family lists as its worst.
+WORST = 5
+
+#: The most any one step of a status waits for a cluster that answered the check (seconds).
+STEP_TIMEOUT_S = 15.0
+
+
+@dataclass
+class PartitionStatus:
+    """One source partition: where the copy is and how far behind, in records and in seconds."""
+
+    topic: str
+    partition: int
+    remote_topic: str
+    family: str
+    end_offset: int | None
+    copied_position: int | None
+    lag_records: int
+    lag_seconds: float
+    last_copied_timestamp_ms: int | None
+    status: str
+    error: str | None = None
+
+
+@dataclass
+class FamilyStatus:
+    """A family's totals and its worst partitions (by lag in seconds, then records)."""
+
+    family: str
+    partitions: list[PartitionStatus] = field(default_factory=list)
+
+    @property
+    def lag_records(self) -> int:
+        return sum(p.lag_records for p in self.partitions)
+
+    @property
+    def max_lag_seconds(self) -> float:
+        return max((p.lag_seconds for p in self.partitions), default=0.0)
+
+    @property
+    def worst(self) -> list[PartitionStatus]:
+        return worst_first(self.partitions)[:WORST]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "family": self.family,
+            "lag_records": self.lag_records,
+            "max_lag_seconds": self.max_lag_seconds,
+            "partitions": len(self.partitions),
+            "worst": [{"topic": p.topic, "partition": p.partition} for p in self.worst],
+        }
+
+
+@dataclass
+class FlowStatus:
+    """A flow now: its families' partitions, heartbeat and checkpoint ages, failover state, and errors.
+
+    ``errors`` holds one line per unreachable cluster (naming it, as the other commands do) and per part
+    that could not be measured; ``unreachable`` the sides that did not answer.
+    """
+
+    flow: str
+    checked_at_ms: int
+    families: list[FamilyStatus] = field(default_factory=list)
+    heartbeat: dict[str, Any] = field(default_factory=dict)
+    checkpoints: dict[str, Any] = field(default_factory=dict)
+    failover: dict[str, Any] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    unreachable: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def partitions(self) -> list[PartitionStatus]:
+        return [p for fam in self.families for p in fam.partitions]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "flow": self.flow,
+            "checked_at_ms": self.checked_at_ms,
+            "seconds": round(self.seconds, 3),
+            "lag_records": sum(f.lag_records for f in self.families),
+            "max_lag_seconds": max((f.max_lag_seconds for f in self.families), default=0.0),
+            "families": [f.to_dict() for f in self.families],
+            "partitions": [asdict(p) for p in worst_first(self.partitions)],
+            "heartbeat": self.heartbeat,
+            "checkpoints": self.checkpoints,
+            "failover": self.failover,
+            "errors": self.errors,
+            "unreachable": self.unreachable,
+        }
+
+
+def worst_first(partitions: Iterable[PartitionStatus]) -> list[PartitionStatus]:
+    """Errors first, then by lag in seconds, then in records; ties by topic and partition (a stable order)."""
+    return sorted(partitions, key=lambda p: (p.status != ERROR, -p.lag_seconds, -p.lag_records, p.topic, p.partition))
+
+
+# ------------------------------------------------------------------------------------------- partitions
+
+
+def _isolation(flow: FlowConfig) -> IsolationLevel:
+    """The copier's isolation: read_committed copies up to the last stable offset, so that is the end."""
+    committed = flow.client_config("source", "consumer").get("isolation.level") == "read_committed"
+    return IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
+
+
+def _list_offsets(
+    admin: Any, tps: list[TopicPartition], spec: OffsetSpec, isolation: IsolationLevel, timeout: float
+) -> dict[tuple[str, int], int | str]:
+    """One ListOffsets pass: the offset per partition, or the error text of a partition that failed."""
+    if not tps:
+        return {}
+    futures = admin.list_offsets({tp: spec for tp in tps}, isolation_level=isolation, request_timeout=timeout)
+    result: dict[tuple[str, int], int | str] = {}
+    for tp, future in futures.items():
+        try:
+            result[(tp.topic, tp.partition)] = future.result(timeout).offset
+        except Exception as exc:  # noqa: BLE001 - one partition's error is that partition's status
+            result[(tp.topic, tp.partition)] = str(exc.args[0] if exc.args else exc)
+    return result
+
+
+def fetch_timestamps(
+    consumer_config: dict[str, Any], wanted: dict[tuple[str, int], tuple[int, int, int]], timeout: float
+) -> dict[tuple[str, int], tuple[int | None, int | None]]:
+    """Per partition (start, copied, end): (timestamp of the record at copied - 1, of the first at/after copied).
+
+    One consumer for every partition, assigned at ``max(start, copied - 1)``; a partition is paused as soon
+    as the record at or after ``copied`` arrived (or its end), so each costs about one fetch. Missing
+    values (a control record there, nothing after it) are None.
+    """
+    result: dict[tuple[str, int], tuple[int | None, int | None]] = {key: (None, None) for key in wanted}
+    assignment = [
+        TopicPartition(t, p, max(start, copied - 1))
+        for (t, p), (start, copied, end) in wanted.items()
+        if max(start, copied - 1) < end
+    ]
+    if not assignment:
+        return result
+    consumer = Consumer(
+        {
+            **consumer_config,
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",  # a position below the log start (expired records): the oldest left
+            "receive.message.max.bytes": 100 * 1024 * 1024,  # noida-db answers a fetch with a whole backlog
+        }
+    )
+    try:
+        consumer.assign(assignment)
+        remaining = {(tp.topic, tp.partition) for tp in assignment}
+        deadline = time.monotonic() + timeout
+        while remaining and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is None:
+                continue
+            key = (message.topic(), message.partition())
+            if key not in remaining:
+                continue
+            if message.error():
+                if message.error().code() == KafkaError._PARTITION_EOF:
+                    remaining.discard(key)
+                    consumer.pause([TopicPartition(*key)])
+                continue
+            _start, copied, end = wanted[key]
+            stamp_type, stamp = message.timestamp()
+            stamp_ms = stamp if stamp_type and stamp >= 0 else None
+            last, oldest = result[key]
+            if message.offset() < copied:
+                result[key] = (stamp_ms, oldest)
+            else:
+                result[key] = (last, stamp_ms)
+            if message.offset() >= copied or message.offset() + 1 >= end:
+                remaining.discard(key)
+                consumer.pause([TopicPartition(*key)])
+        return result
+    finally:
+        consumer.close()
+
+
+def partition_status(
+    plan: topics.TopicPlan,
+    partition: int,
+    family: str,
+    end: int | str,
+    start: int | str,
+    stored: int | None,
+    stamps: tuple[int | None, int | None],
+    now_ms: int,
+) -> PartitionStatus:
+    """One partition's figures from what was read (pure: unit-testable)."""
+
+    def make(**kw: Any) -> PartitionStatus:
+        return PartitionStatus(plan.source_topic, partition, plan.remote_topic, family, **kw)
+
+    if isinstance(end, str) or isinstance(start, str):
+        error = end if isinstance(end, str) else start
+        return make(
+            end_offset=None,
+            copied_position=None,
+            lag_records=0,
+            lag_seconds=0.0,
+            last_copied_timestamp_ms=None,
+            status=ERROR,
+            error=f"listing offsets: {error}",
+        )
+    copied = stored + 1 if stored is not None else start
+    lag = max(0, end - copied)
+    last_ms, oldest_ms = stamps
+    lag_s = round(max(0.0, (now_ms - oldest_ms) / 1000), 3) if lag and oldest_ms is not None else 0.0
+    if copied > end:
+        status, error = (
+            ERROR,
+            (
+                f"stored progress {stored} is beyond the source end {end} (topic recreated or truncated?): "
+                "the next run reports a reset"
+            ),
+        )
+    else:
+        status, error = (BEHIND if lag else CAUGHT_UP), None
+        if stored is None and lag:
+            status = NO_PROGRESS
+    return make(
+        end_offset=end,
+        copied_position=copied,
+        lag_records=lag,
+        lag_seconds=lag_s,
+        last_copied_timestamp_ms=last_ms,
+        status=status,
+        error=error,
+    )
+
+
+def _partitions(flow: FlowConfig, family: str | None, timeout: float) -> list[FamilyStatus]:
+    """Every partition of the flow's families (or one), grouped by family in configuration order."""
+    source_admin = clients.admin(flow, "source")
+    plans = topics.discover(flow, family, source_admin, timeout)
+    tps = [TopicPartition(p.source_topic, i) for p in plans for i in range(p.partitions)]
+    isolation = _isolation(flow)
+    ends = _list_offsets(source_admin, tps, OffsetSpec.latest(), isolation, timeout)
+    starts = _list_offsets(source_admin, tps, OffsetSpec.earliest(), isolation, timeout)
+    target_consumer = clients.client_properties(flow, "target", "consumer")
+    stored = read_stored_progress(target_consumer, progress_topic(flow.source), flow.source, timeout=timeout)
+    wanted: dict[tuple[str, int], tuple[int, int, int]] = {}
+    for tp in tps:
+        key = (tp.topic, tp.partition)
+        end, start = ends[key], starts[key]
+        if isinstance(end, int) and isinstance(start, int):
+            copied = stored[key].offset + 1 if key in stored else start
+            wanted[key] = (start, copied, end)
+    source_consumer = clients.client_properties(flow, "source", "consumer", **{"isolation.level": _level(isolation)})
+    stamps = fetch_timestamps(source_consumer, wanted, timeout)
+    now_ms = int(time.time() * 1000)
+    by_family: dict[str, FamilyStatus] = {f.name: FamilyStatus(f.name) for f in flow.families}
+    for plan in plans:
+        name = flow.family_of(plan.source_topic).name
+        fam = by_family.setdefault(name, FamilyStatus(name))
+        for i in range(plan.partitions):
+            key = (plan.source_topic, i)
+            progress = stored.get(key)
+            fam.partitions.append(
+                partition_status(
+                    plan,
+                    i,
+                    name,
+                    ends[key],
+                    starts[key],
+                    None if progress is None else progress.offset,
+                    stamps.get(key, (None, None)),
+                    now_ms,
+                )
+            )
+    return [f for f in by_family.values() if f.partitions or family in (None, f.family)]
+
+
+def _level(isolation: IsolationLevel) -> str:
+    return "read_committed" if isolation == IsolationLevel.READ_COMMITTED else "read_uncommitted"
+
+
+# ------------------------------------------------------------------------------------------- flow level
+
+
+def heartbeat_status(flow: FlowConfig, timeout: float) -> dict[str, Any]:
+    """Heartbeat age against ``mirrorflow.heartbeats.max.age`` (the heartbeats DAG's own check)."""
+    from .heartbeats import check_freshness
+
+    fresh = check_freshness(flow, timeout=timeout)
+    return {
+        "topic": fresh.topic,
+        "age_seconds": None if fresh.age_s is None else round(fresh.age_s, 3),
+        "threshold_seconds": fresh.threshold_s,
+        "newest_ms": fresh.newest_ms,
+        "verdict": fresh.verdict,
+        "summary": fresh.describe(),
+    }
+
+
+def checkpoint_status(flow: FlowConfig, timeout: float) -> dict[str, Any]:
+    """Age of the newest checkpoint on the target (the record's timestamp: the time of the checkpoint poll)."""
+    topic = flow.policy.checkpoints_topic(flow.source)
+    newest = last_record_timestamp(clients.client_properties(flow, "target", "consumer"), topic, 0, timeout)
+    age = None if newest is None else round(max(0.0, time.time() - newest / 1000), 3)
+    return {"topic": topic, "newest_ms": newest, "age_seconds": age}
+
+
+def failover_status(flow: FlowConfig, timeout: float) -> dict[str, Any]:
+    """``normal``, or the last failed-over / failed-back record of the flow on ``mirrorflow.failover-log``."""
+    from .failover.report import failover_state
+
+    entry = failover_state(flow, timeout)
+    if entry is None:
+        return {"state": "normal"}
+    started = (entry.get("report") or {}).get("started_at")
+    return {
+        "state": "normal" if entry["state"] == "failed-back" else entry["state"],
+        "last": entry["state"],
+        "since": started,
+    }
+
+
+def _guard(what: str, cluster: str, call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """``call()``, or ``{"error": ...}`` naming the cluster: one part failing never hides the others."""
+    try:
+        return call()
+    except Exception as exc:  # noqa: BLE001 - reported in the status, the other parts still shown
+        text = str(exc.args[0] if exc.args else exc)
+        return {"error": f"{what} on cluster '{cluster}': {type(exc).__name__}: {text}"}
+
+
+def _alias(flow: FlowConfig, side: Side) -> str:
+    return flow.source if side == "source" else flow.target
+
+
+def flow_status(flow: FlowConfig, family: str | None = None, timeout: float | None = None) -> FlowStatus:
+    """The flow's status now (one family's partitions only, with ``family``); never raises for a dead cluster.
+
+    ``timeout``: the cluster check's bound (default ``mirrorflow.cluster.timeout``; a cluster refusing
+    connections fails after a few seconds); each later step waits at most :data:`STEP_TIMEOUT_S`.
+    """
+    started = time.monotonic()
+    status = FlowStatus(flow.name, int(time.time() * 1000))
+    if family is not None:
+        flow.family(family)  # KeyError naming the flow and family: a typo is the caller's problem to show
+    try:
+        preflight.check_clusters(flow, timeout=timeout)
+    except preflight.ClusterUnreachableError as exc:
+        status.errors.append(f"error: {exc}")
+        status.unreachable = [_alias(flow, side) for side in exc.sides]
+    step = min(STEP_TIMEOUT_S, preflight.cluster_timeout(flow) if timeout is None else timeout)
+    target_up = flow.target not in status.unreachable
+    down = f"cluster '{flow.target}' (target of {flow.name}) did not answer"
+    with ThreadPoolExecutor(3, thread_name_prefix="status") as pool:
+        parts = {
+            "heartbeat": (heartbeat_status, "heartbeat age"),
+            "checkpoints": (checkpoint_status, "checkpoint age"),
+            "failover": (failover_status, "failover state"),
+        }
+        futures = {
+            name: pool.submit(_guard, what, flow.target, lambda fn=fn: fn(flow, step))
+            for name, (fn, what) in parts.items()
+            if target_up
+        }
+        if not status.unreachable:
+            try:
+                status.families = _partitions(flow, family, step)
+            except Exception as exc:  # noqa: BLE001 - the flow-level parts are still worth showing
+                status.errors.append(f"partitions of {flow.name}: {type(exc).__name__}: {exc}")
+        else:
+            status.errors.append(f"partitions of {flow.name} not measured: {', '.join(status.unreachable)} unreachable")
+        for name in parts:
+            value = futures[name].result() if name in futures else {"error": down}
+            setattr(status, name, value)
+            if "error" in value and target_up:
+                status.errors.append(value["error"])
+    status.seconds = time.monotonic() - started
+    return status
+
+
+# ------------------------------------------------------------------------------------------- rendering
+
+
+def _age(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds:,.1f} s"
+
+
+def render_text(statuses: list[FlowStatus], limit: int | None = None) -> str:
+    """A readable table per flow, worst partitions first, with the flow-level checks above it."""
+    out: list[str] = []
+    for st in statuses:
+        data = st.to_dict()
+        out.append(
+            f"{st.flow}: lag {data['lag_records']:,} record(s), max {_age(data['max_lag_seconds'])}; "
+            f"measured in {st.seconds:.2f} s"
+        )
+        hb = st.heartbeat
+        out.append("  heartbeat:   " + (hb.get("error") or hb.get("summary", "-")))
+        cp = st.checkpoints
+        out.append(
+            "  checkpoints: "
+            + (
+                cp.get("error")
+                or ("none on the target" if cp.get("newest_ms") is None else f"newest {_age(cp['age_seconds'])} old")
+            )
+        )
+        fo = st.failover
+        out.append(
+            "  failover:    "
+            + (
+                fo.get("error")
+                or (fo["state"] + (f" since {fo['since']}" if fo.get("since") and fo["state"] != "normal" else ""))
+            )
+        )
+        for fam in st.families:
+            out.append(
+                f"  family {fam.family}: {len(fam.partitions)} partition(s), lag {fam.lag_records:,} record(s), "
+                f"max {_age(fam.max_lag_seconds)}"
+            )
+        out += [f"  {e}" for e in st.errors if e not in (hb.get("error"), cp.get("error"), fo.get("error"))]
+        rows = worst_first(st.partitions)
+        if rows:
+            out.append("")
+            out.append(f"  {'topic':<40} {'part':>4} {'end':>10} {'copied':>10} {'lag rec':>9} {'lag s':>9}  status")
+            shown = rows if limit is None else rows[:limit]
+            for p in shown:
+                out.append(
+                    f"  {p.topic:<40} {p.partition:>4} {_num(p.end_offset):>10} {_num(p.copied_position):>10} "
+                    f"{p.lag_records:>9,} {p.lag_seconds:>9,.1f}  {p.status}" + (f": {p.error}" if p.error else "")
+                )
+            if len(shown) < len(rows):
+                out.append(f"  ... {len(rows) - len(shown)} more partition(s) (--json shows them all)")
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _num(value: int | None) -> str:
+    return "-" if value is None else f"{value:,}"
+
+
+__all__ = [
+    "BEHIND",
+    "CAUGHT_UP",
+    "ERROR",
+    "NO_PROGRESS",
+    "FamilyStatus",
+    "FlowStatus",
+    "PartitionStatus",
+    "fetch_timestamps",
+    "flow_status",
+    "partition_status",
+    "render_text",
+    "worst_first",
+]

@@ -1,0 +1,132 @@
+"""The status model against real clusters: lag in records and seconds, and a dead cluster named, not hung on.
+
+One small copy sets up every case at once (a caught-up partition, one behind by records of known
+timestamps, an empty one, a topic never copied), so the module costs one in-process run.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from include.mirrorflow.cli import main
+from include.mirrorflow.config import parse_config
+from include.mirrorflow.devcluster import free_port
+from include.mirrorflow.replication.executor import LocalExecutor
+from include.mirrorflow.replication.run import replicate
+from include.mirrorflow.status import BEHIND, CAUGHT_UP, NO_PROGRESS, flow_status
+from tests.kafka_helpers import create_topic, produce
+
+pytestmark = pytest.mark.integration
+
+AGO_S = 60.0  # how old the oldest record not copied is
+TOLERANCE_S = 15.0  # the test's own run time between producing and measuring, on a loaded machine
+
+
+def config_text(primary: str, backup: str, prefix: str) -> str:
+    return (
+        f"clusters = primary, backup\nprimary.bootstrap.servers = {primary}\nbackup.bootstrap.servers = {backup}\n"
+        f"primary->backup.enabled = true\nprimary->backup.topics = {prefix}-.*\n"
+        "primary->backup.mirrorflow.families = main\n"
+        f"primary->backup.mirrorflow.family.main.topics = {prefix}-.*\n"
+        "replication.factor = 1\noffset-syncs.topic.replication.factor = 1\n"
+        "checkpoints.topic.replication.factor = 1\nheartbeats.topic.replication.factor = 1\n"
+        "offset-syncs.topic.location = target\nsync.topic.acls.enabled = false\n"
+    )
+
+
+@pytest.fixture(scope="module")
+def copied(kafka_clusters: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Topic ``a`` (3 partitions): p0 copied entirely, p1 copied then 4 more records (the oldest 60 s old), p2
+    empty; topic ``b`` created after the copy, with 2 records. Returns what the tests check against."""
+    prefix = f"st{uuid.uuid4().hex[:8]}"
+    primary, backup = kafka_clusters.primary, kafka_clusters.backup
+    a = create_topic(primary, f"{prefix}-a", partitions=3)
+    now_ms = int(time.time() * 1000)
+    copied_stamp = now_ms - 120_000
+    produce(primary, a, [{"value": b"x", "partition": 0} for _ in range(5)])
+    produce(primary, a, [{"value": b"y", "partition": 1, "timestamp": copied_stamp - 1000 + i} for i in range(3)])
+    config = parse_config(config_text(primary, backup, prefix))
+    report = replicate(config, "primary->backup", "main", LocalExecutor())
+    assert report.ok and report.records == 8
+    behind = [now_ms - int(AGO_S * 1000), now_ms - 30_000, now_ms - 10_000, now_ms]
+    produce(primary, a, [{"value": b"z", "partition": 1, "timestamp": ts} for ts in behind])
+    b = create_topic(primary, f"{prefix}-b", partitions=1)
+    produce(primary, b, [{"value": b"w", "timestamp": now_ms - 5_000}, {"value": b"w"}])
+    path = tmp_path_factory.mktemp("status") / "mm2.properties"
+    path.write_text(config_text(primary, backup, prefix))
+    return {"config": config, "path": path, "a": a, "b": b, "last_copied_ms": copied_stamp - 1000 + 2}
+
+
+def by_partition(status: Any) -> dict[tuple[str, int], Any]:
+    return {(p.topic, p.partition): p for p in status.partitions}
+
+
+def test_lag_in_records_and_seconds_caught_up_behind_empty_and_never_copied(copied: dict[str, Any]) -> None:
+    status = flow_status(copied["config"].flow("primary", "backup"), "main")
+    assert status.errors == [] and status.unreachable == []
+    parts = by_partition(status)
+    a, b = copied["a"], copied["b"]
+    assert set(parts) == {(a, 0), (a, 1), (a, 2), (b, 0)}
+
+    caught_up = parts[(a, 0)]
+    assert (caught_up.lag_records, caught_up.lag_seconds, caught_up.status) == (0, 0.0, CAUGHT_UP)
+    assert (caught_up.end_offset, caught_up.copied_position) == (5, 5)
+    assert caught_up.last_copied_timestamp_ms is not None and caught_up.remote_topic == f"primary.{a}"
+
+    behind = parts[(a, 1)]
+    assert (behind.end_offset, behind.copied_position, behind.lag_records, behind.status) == (7, 3, 4, BEHIND)
+    assert AGO_S <= behind.lag_seconds <= AGO_S + TOLERANCE_S
+    assert behind.last_copied_timestamp_ms == copied["last_copied_ms"]
+
+    empty = parts[(a, 2)]
+    assert (empty.end_offset, empty.copied_position, empty.lag_records, empty.lag_seconds) == (0, 0, 0, 0.0)
+    assert empty.status == CAUGHT_UP and empty.last_copied_timestamp_ms is None
+
+    never = parts[(b, 0)]
+    assert (never.copied_position, never.lag_records, never.status) == (0, 2, NO_PROGRESS)
+    assert 5.0 <= never.lag_seconds <= 5.0 + TOLERANCE_S and never.last_copied_timestamp_ms is None
+
+    [family] = status.families
+    assert family.family == "main" and family.lag_records == 6 and family.max_lag_seconds == behind.lag_seconds
+    assert [(p.topic, p.partition) for p in family.worst[:2]] == [(a, 1), (b, 0)]
+    assert status.failover == {"state": "normal"}
+    assert "error" not in status.heartbeat and "error" not in status.checkpoints
+
+
+def test_a_dead_target_is_named_not_hung_on(kafka_clusters: Any) -> None:
+    dead = f"127.0.0.1:{free_port()}"
+    config = parse_config(config_text(kafka_clusters.primary, dead, f"st{uuid.uuid4().hex[:8]}"))
+    status = flow_status(config.flow("primary", "backup"))
+    assert status.unreachable == ["backup"] and status.families == []
+    assert status.errors[0].startswith(f"error: cluster 'backup' (target of primary->backup, bootstrap.servers {dead})")
+    for part in (status.heartbeat, status.checkpoints, status.failover):
+        assert "cluster 'backup'" in part["error"]
+
+
+def test_cli_json_has_the_metric_names(copied: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["status", "--config", str(copied["path"]), "--flow", "primary->backup", "--family", "main", "--json"])
+    assert code == 0
+    [flow] = json.loads(capsys.readouterr().out)["flows"]
+    assert flow["flow"] == "primary->backup" and flow["errors"] == []
+    worst = flow["partitions"][0]
+    assert {"topic", "partition", "lag_records", "lag_seconds", "remote_topic", "status"} <= set(worst)
+    assert (worst["topic"], worst["partition"], worst["lag_records"]) == (copied["a"], 1, 4)
+    assert {"heartbeat", "checkpoints", "failover", "families"} <= set(flow)
+
+
+def test_cli_table_and_exit_2_for_a_dead_cluster(
+    kafka_clusters: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dead = f"127.0.0.1:{free_port()}"
+    path = tmp_path / "mm2.properties"
+    path.write_text(config_text(kafka_clusters.primary, dead, f"st{uuid.uuid4().hex[:8]}"))
+    assert main(["status", "--config", str(path), "--flow", "primary->backup"]) == 2
+    out, err = capsys.readouterr()
+    assert f"error: cluster 'backup' (target of primary->backup, bootstrap.servers {dead}) did not answer" in err
+    assert out.startswith("primary->backup: lag 0 record(s)")
