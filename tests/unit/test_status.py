@@ -1,0 +1,69 @@
+"""The status model's arithmetic without clusters: lag in records and seconds, states, worst-first order."""
+
+from __future__ import annotations
+
+from include.mirrorflow.status import (
+    BEHIND,
+    CAUGHT_UP,
+    ERROR,
+    NO_PROGRESS,
+    FamilyStatus,
+    FlowStatus,
+    partition_status,
+    render_text,
+    worst_first,
+)
+from include.mirrorflow.topics import TopicPlan
+
+PLAN = TopicPlan("orders", "primary.orders", 3)
+NOW_MS = 1_700_000_000_000
+
+
+def status(end: int | str, start: int | str, stored: int | None, stamps=(None, None)):
+    return partition_status(PLAN, 0, "main", end, start, stored, stamps, NOW_MS)
+
+
+def test_caught_up_is_zero_records_and_zero_seconds_whatever_the_timestamps() -> None:
+    p = status(10, 0, 9, (NOW_MS - 5_000, None))
+    assert (p.copied_position, p.lag_records, p.lag_seconds, p.status) == (10, 0, 0.0, CAUGHT_UP)
+    assert p.last_copied_timestamp_ms == NOW_MS - 5_000 and p.remote_topic == "primary.orders"
+
+
+def test_behind_is_the_age_of_the_oldest_record_not_copied() -> None:
+    p = status(10, 0, 5, (NOW_MS - 90_000, NOW_MS - 60_000))
+    assert (p.copied_position, p.lag_records, p.lag_seconds, p.status) == (6, 4, 60.0, BEHIND)
+
+
+def test_nothing_stored_starts_at_the_log_start() -> None:
+    assert (status(0, 0, None).lag_records, status(0, 0, None).status) == (0, CAUGHT_UP)  # empty partition
+    p = status(8, 3, None, (None, NOW_MS - 1_500))
+    assert (p.copied_position, p.lag_records, p.lag_seconds, p.status) == (3, 5, 1.5, NO_PROGRESS)
+
+
+def test_a_record_from_the_future_is_not_negative_lag() -> None:
+    assert status(10, 0, 5, (None, NOW_MS + 10_000)).lag_seconds == 0.0
+
+
+def test_errors_and_progress_beyond_the_end() -> None:
+    failed = status("UNKNOWN_TOPIC_OR_PART", 0, None)
+    assert failed.status == ERROR and "UNKNOWN_TOPIC_OR_PART" in (failed.error or "") and failed.lag_records == 0
+    beyond = status(3, 0, 9)
+    assert beyond.status == ERROR and beyond.lag_records == 0 and "beyond the source end 3" in (beyond.error or "")
+
+
+def test_worst_first_errors_then_seconds_then_records() -> None:
+    a = partition_status(PLAN, 0, "main", 10, 0, 5, (None, NOW_MS - 1_000), NOW_MS)
+    b = partition_status(PLAN, 1, "main", 100, 0, 5, (None, NOW_MS - 1_000), NOW_MS)
+    c = partition_status(PLAN, 2, "main", 10, 0, 8, (None, NOW_MS - 9_000), NOW_MS)
+    bad = partition_status(PLAN, 2, "main", "broken", 0, None, (None, None), NOW_MS)
+    assert worst_first([a, b, c, bad]) == [bad, c, b, a]
+    family = FamilyStatus("main", [a, b, c])
+    assert (family.lag_records, family.max_lag_seconds) == (4 + 94 + 1, 9.0)
+    assert family.to_dict()["worst"][0] == {"topic": "orders", "partition": 2}
+
+
+def test_the_table_shows_the_error_naming_the_cluster() -> None:
+    st = FlowStatus("primary->backup", NOW_MS, errors=["error: cluster 'backup' (target ...) did not answer"])
+    st.heartbeat = st.checkpoints = st.failover = {"error": "cluster 'backup' did not answer"}
+    text = render_text([st])
+    assert text.startswith("primary->backup: lag 0 record(s)") and "error: cluster 'backup'" in text
