@@ -217,6 +217,41 @@ def _translate(args: argparse.Namespace) -> int:
     return 0 if points else 1
 
 
+def _heartbeats(args: argparse.Namespace) -> int:
+    """``heartbeats emit``: what one run of the heartbeats DAG writes; ``heartbeats age``: how old the newest
+    heartbeat that crossed the flow is (exit 0 fresh or within the grace period of a new flow, 1 stale), for a user
+    or a monitoring check outside Airflow."""
+    from dataclasses import asdict
+
+    from . import heartbeats
+    from .config import overrides
+
+    flow = _flow_of(args)
+    if flow is None:
+        return 1
+    check_flow_clusters(flow, sides=("target",))  # both commands need the target; the source may be down
+    if args.action == "emit":
+        config = load_config(args.config, overrides=overrides.from_environment())  # resolved once: cached
+        written, problem = heartbeats.emit_flow_heartbeats(config, flow)
+        lines = [
+            f"heartbeat ({e.heartbeat.source_alias}, {e.heartbeat.target_alias}) at {e.heartbeat.timestamp_ms} "
+            f"written to {e.topic} on {e.cluster}"
+            for e in written
+        ]
+        if args.json:
+            payload = {"written": [{"cluster": e.cluster, "topic": e.topic, **asdict(e.heartbeat)} for e in written]}
+            print(json.dumps({**payload, "reverse_problem": problem}, indent=2))
+        else:
+            print("\n".join(lines + ([f"warning: {problem}"] if problem else [])))
+        return 0
+    fresh = heartbeats.check_freshness(flow)
+    if args.json:
+        print(json.dumps({**asdict(fresh), "verdict": fresh.verdict}, indent=2))
+    else:
+        print(fresh.describe())
+    return 1 if fresh.verdict == "stale" else 0
+
+
 def spark_submit_command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
     """The spark-submit call (and environment) that runs the mirror Spark app, as Airflow does."""
     repo = Path(__file__).resolve().parents[2]
@@ -349,6 +384,14 @@ def build_parser() -> argparse.ArgumentParser:
     translate.add_argument("--json", action="store_true", help="machine-readable output")
     _add_debug(translate)
     translate.set_defaults(func=_translate)
+
+    beats = sub.add_parser("heartbeats", help="write a flow's heartbeats, or report how old the newest that crossed is")
+    beats.add_argument("action", choices=["emit", "age"], help="emit: write them now; age: exit 1 when stale")
+    beats.add_argument("--config", required=True, help="mm2.properties file")
+    beats.add_argument("--flow", required=True, help="SOURCE->TARGET")
+    beats.add_argument("--json", action="store_true", help="machine-readable output")
+    _add_debug(beats)
+    beats.set_defaults(func=_heartbeats)
 
     _add_demo_parser(sub)
     return parser

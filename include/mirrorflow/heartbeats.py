@@ -131,6 +131,21 @@ def emit_heartbeat(flow: FlowConfig, *, now_ms: int | None = None, timeout: floa
     return Emitted(flow.target, topic, beat)
 
 
+def emit_flow_heartbeats(config: MirrorConfig, flow: FlowConfig) -> tuple[list[Emitted], str | None]:
+    """What a heartbeats run writes: the flow's heartbeat into the target (must work: raises otherwise) and, as
+    MM2's reverse herder does, the reverse pair's into the source (may not: the source being down is exactly what
+    freshness reports). Returns the heartbeats written and why the reverse one was not, if it was not."""
+    written = [emit_heartbeat(config.flow(flow.source, flow.target))]
+    back = config.flows.get((flow.target, flow.source))
+    if back is None or not back.emits_heartbeats:
+        return written, None
+    try:
+        written.append(emit_heartbeat(back, timeout=10))
+    except Exception as exc:  # noqa: BLE001 - said to the caller, who logs it
+        return written, f"reverse heartbeat ({flow.target}, {flow.source}) not written (is {flow.source} down?): {exc}"
+    return written, None
+
+
 def replicated_heartbeats_topic(flow: FlowConfig) -> str:
     """``<src>.heartbeats``: the source's heartbeats as the mirror runs copy them to the target."""
     return flow.policy.format_remote_topic(flow.source, flow.policy.heartbeats_topic())
@@ -231,6 +246,7 @@ __all__ = [
     "Emitted",
     "Freshness",
     "check_freshness",
+    "emit_flow_heartbeats",
     "emit_heartbeat",
     "first_heartbeat",
     "grace_seconds",

@@ -119,7 +119,6 @@ def _docs(flow: FlowConfig, watch: timedelta) -> str:
 
 def build_heartbeats_dag(flow: FlowConfig, config_file: Path, *, watch: timedelta | None = None) -> DAG:
     name = flow.name
-    reverse = f"{flow.target}->{flow.source}"
     schedule = parse_schedule(flow.get("mirrorflow.heartbeats.schedule"))
     watch = watch or watch_window(schedule)
     failover_id = failover_dag_id(flow)
@@ -139,14 +138,10 @@ def build_heartbeats_dag(flow: FlowConfig, config_file: Path, *, watch: timedelt
         def emit_heartbeats() -> list[dict[str, Any]]:
             """The flow's heartbeat into the target (must work); the reverse one into the source (may not)."""
             config = MirrorflowHook(config_file).load()
-            out = [asdict(heartbeats_module().emit_heartbeat(config.flow(flow.source, flow.target)))]
-            back = config.flows.get((flow.target, flow.source))
-            if back is not None and back.emits_heartbeats:
-                try:
-                    out.append(asdict(heartbeats_module().emit_heartbeat(back, timeout=10)))
-                except Exception as exc:  # noqa: BLE001 - the source being down is what freshness will report
-                    log.warning("reverse heartbeat %s not written (is %s down?): %s", reverse, flow.source, exc)
-            return out
+            written, reverse_problem = heartbeats_module().emit_flow_heartbeats(config, flow)
+            if reverse_problem:
+                log.warning("%s", reverse_problem)
+            return [asdict(e) for e in written]
 
         # all_done: heartbeats already on their way tell the truth even when this run's emit failed
         watch_freshness = HeartbeatFreshnessSensor(

@@ -28,7 +28,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 from include.mirrorflow.config import ConfigError, FlowConfig, Schedule, load_config
 from include.mirrorflow.config.describe import render_family_markdown
 from include.mirrorflow.config.location import config_path
-from include.mirrorflow.replication.report_text import report_lines
+from include.mirrorflow.replication.report_text import headline, report_lines
 
 from .alerting import notify
 from .hooks import MirrorflowHook
@@ -45,6 +45,9 @@ DEFAULT_ARGS: dict[str, Any] = {
     "retry_delay": timedelta(seconds=30),
     "retry_exponential_backoff": True,
 }
+
+#: The XCom key of ``publish_report``'s whole report (per-partition figures, events, phases) for API clients.
+REPORT_XCOM = "report"
 
 DURATION_PATTERN = r"^$|^\s*\d+\s*(s|sec|secs|seconds?|m|min|mins|minutes?|h|hours?)\s*$"
 
@@ -138,21 +141,25 @@ def checked_clusters(flow: FlowConfig) -> list[dict[str, Any]]:
 
 
 def readable_xcoms(report: dict[str, Any]) -> dict[str, str | int | float | bool]:
-    """Flat entries for the XCom view next to ``return_value`` (the whole report, for API clients and scripts).
+    """Flat XCom entries a person reads in the UI, beside ``report`` (the whole report, for API clients).
 
-    Airflow's UI shows an object or a list XCom collapsed, which reads as a blank cell, while a string or a
-    number shows as it is: the summary, the counts, and the partition and loss tables as text.
+    Airflow's XCom view shows a string or a number as it is, but an object or a list collapsed, as an empty
+    cell (seen in the demo), and it folds line breaks: so the summary, the counts, and the partitions and loss
+    events as one line each, separated by semicolons.
     """
-    lines = report_lines(report)
-    table = [line.strip() for line in lines[1:] if not line.lstrip().startswith(("phases:", "LOSS", "RESET"))]
-    losses = [line.strip() for line in lines if line.lstrip().startswith("LOSS")]
+    rows = [
+        f"{p['topic']}[{p['partition']}] -> {p['remote_topic']}: {p['records']} record(s), next {p['position']}, "
+        f"lag {p['lag']}, {p['status']}"
+        for p in report.get("partitions") or []
+        if p.get("records") or p.get("status") not in ("up to date", "noop")
+    ]
+    losses = [line.strip() for line in report_lines(report) if line.lstrip().startswith("LOSS")]
     return {
-        "summary": lines[0],
         "records": int(report.get("records") or 0),
         "lag": int(report.get("lag") or 0),
         "ok": bool(report.get("ok")),
-        "partitions": "\n".join(table) or "no partition copied anything",
-        "loss_events": "\n".join(losses) or "none",
+        "partitions": "; ".join(rows) or "no partition copied anything",
+        "loss_events": "; ".join(losses) or "none",
     }
 
 
@@ -201,8 +208,9 @@ def build_mirror_dag(flow: FlowConfig, family: str, config_file: Path) -> DAG:
         )
 
         @task(task_id="publish_report", outlets=[asset], multiple_outputs=False)
-        def publish_report(report: dict[str, Any]) -> dict[str, Any]:
-            """Per-partition records and lag as the task's output, and an asset event for checkpoints."""
+        def publish_report(report: dict[str, Any]) -> str:
+            """The run in one line as the task's output, the whole report as XCom ``report``, readable entries
+            beside it, and an asset event for checkpoints."""
             from include.mirrorflow.alerts import run_event_payloads
 
             summary = {k: report[k] for k in ("flow", "family", "started_at", "seconds", "records", "lag", "ok")}
@@ -219,9 +227,7 @@ def build_mirror_dag(flow: FlowConfig, family: str, config_file: Path) -> DAG:
                 for kind, payload in events:
                     # The run already POSTed it to the webhook; Airflow's notifiers are reached from here.
                     notify(live, kind, payload, context, webhook=False)
-            for key, value in readable_xcoms(report).items():
-                context["ti"].xcom_push(key=key, value=value)
-            return {
+            published = {
                 **summary,
                 "partitions": partitions,
                 "loss_events": report["loss_events"],
@@ -229,6 +235,10 @@ def build_mirror_dag(flow: FlowConfig, family: str, config_file: Path) -> DAG:
                 "warnings": report.get("warnings", []),
                 "phases": report.get("phases", {}),
             }
+            context["ti"].xcom_push(key=REPORT_XCOM, value=published)
+            for key, value in readable_xcoms(report).items():
+                context["ti"].xcom_push(key=key, value=value)
+            return headline(report)  # return_value: what the XCom view shows first, as text
 
         check_clusters() >> prepare_target() >> replicate
         publish_report(replicate.output)

@@ -68,7 +68,7 @@ def test_a_mirror_dag_triggered_over_the_rest_api_replicates(
         assert not topic_exists(kafka_clusters.backup, f"primary.{other}", timeout=2)  # the Param limited it
 
         xcom = server.request(
-            "GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/publish_report/xcomEntries/return_value"
+            "GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/publish_report/xcomEntries/report"
         )
         report = xcom["value"]
         assert report["records"] == 30 and report["lag"] == 0 and report["ok"] is True

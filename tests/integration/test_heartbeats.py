@@ -130,3 +130,38 @@ def test_the_heartbeats_dag_emits_and_reports_freshness(
     assert after["fresh"] is True and after["age_s"] < 60
     fresh = second.get_task_instance("alert").xcom_pull(task_ids="alert")
     assert (fresh["verdict"], fresh["kind"], posts) == ("fresh", None, [])  # nothing was alerted: no recovery either
+
+
+def test_the_heartbeats_command_emits_and_reports_age_outside_airflow(pair: Any, tmp_path: Path) -> None:
+    import json
+
+    from tests.integration.test_cli import mirrorflow
+
+    manager, _ = pair
+    primary, backup = (s.bootstrap for s in manager.specs)
+    config = tmp_path / "mm2.properties"
+    config.write_text(
+        f"clusters = primary, backup\nprimary.bootstrap.servers = {primary}\nbackup.bootstrap.servers = {backup}\n"
+        "primary->backup.enabled = true\nprimary->backup.topics = none-such\nreplication.factor = 1\n"
+        "offset-syncs.topic.replication.factor = 1\nheartbeats.topic.replication.factor = 1\n"
+        "sync.topic.acls.enabled = false\n"
+    )
+    flow = ("--config", str(config), "--flow", "primary->backup")
+    never = mirrorflow("heartbeats", "age", *flow)
+    assert never.returncode == 1 and "STALE" in never.stdout, never  # nothing ever emitted: no grace either
+
+    emitted = mirrorflow("heartbeats", "emit", *flow)
+    assert emitted.returncode == 0, emitted
+    assert "heartbeat (primary, backup)" in emitted.stdout and "to heartbeats on backup" in emitted.stdout
+    assert "heartbeat (backup, primary)" in emitted.stdout and "to heartbeats on primary" in emitted.stdout
+    waiting = json.loads(mirrorflow("heartbeats", "age", *flow, "--json").stdout)
+    assert waiting["verdict"] == "waiting" and waiting["age_s"] is None  # a new flow, within its grace period
+
+    replicate(parse_config(config.read_text()), "primary->backup", None, LocalExecutor())  # carries the heartbeat
+    fresh = mirrorflow("heartbeats", "age", *flow)
+    assert fresh.returncode == 0 and "fresh" in fresh.stdout, fresh
+
+    dead = config.read_text().replace(backup, "127.0.0.1:1")
+    config.write_text(dead)
+    down = mirrorflow("heartbeats", "age", *flow)
+    assert down.returncode == 2 and "backup" in down.stderr, down  # the target named in one line
