@@ -427,8 +427,8 @@ def _age(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds:,.1f} s"
 
 
-def render_text(statuses: list[FlowStatus], limit: int | None = None) -> str:
-    """A readable table per flow, worst partitions first, with the flow-level checks above it."""
+def render_text(statuses: list[FlowStatus], limit: int | None = 50) -> str:
+    """A readable table per flow, worst partitions first (the ``limit`` worst), with the flow-level checks above it."""
     out: list[str] = []
     for st in statuses:
         data = st.to_dict()
