@@ -28,7 +28,7 @@ AGO_S = 60.0  # how old the oldest record not copied is
 TOLERANCE_S = 15.0  # the test's own run time between producing and measuring, on a loaded machine
 
 
-def config_text(primary: str, backup: str, prefix: str) -> str:
+def config_text(primary: str, backup: str, prefix: str, extra: str = "") -> str:
     return (
         f"clusters = primary, backup\nprimary.bootstrap.servers = {primary}\nbackup.bootstrap.servers = {backup}\n"
         f"primary->backup.enabled = true\nprimary->backup.topics = {prefix}-.*\n"
@@ -36,8 +36,12 @@ def config_text(primary: str, backup: str, prefix: str) -> str:
         f"primary->backup.mirrorflow.family.main.topics = {prefix}-.*\n"
         "replication.factor = 1\noffset-syncs.topic.replication.factor = 1\n"
         "checkpoints.topic.replication.factor = 1\nheartbeats.topic.replication.factor = 1\n"
-        "offset-syncs.topic.location = target\nsync.topic.acls.enabled = false\n"
+        f"offset-syncs.topic.location = target\nsync.topic.acls.enabled = false\n{extra}"
     )
+
+
+#: A dead cluster is given up on after min(this, 5 s) when it refuses connections: keeps those tests short.
+SHORT = "mirrorflow.cluster.timeout = 2s\n"
 
 
 @pytest.fixture(scope="module")
@@ -101,12 +105,23 @@ def test_lag_in_records_and_seconds_caught_up_behind_empty_and_never_copied(copi
 
 def test_a_dead_target_is_named_not_hung_on(kafka_clusters: Any) -> None:
     dead = f"127.0.0.1:{free_port()}"
-    config = parse_config(config_text(kafka_clusters.primary, dead, f"st{uuid.uuid4().hex[:8]}"))
+    config = parse_config(config_text(kafka_clusters.primary, dead, f"st{uuid.uuid4().hex[:8]}", SHORT))
     status = flow_status(config.flow("primary", "backup"))
     assert status.unreachable == ["backup"] and status.families == []
     assert status.errors[0].startswith(f"error: cluster 'backup' (target of primary->backup, bootstrap.servers {dead})")
     for part in (status.heartbeat, status.checkpoints, status.failover):
         assert "cluster 'backup'" in part["error"]
+
+
+def test_a_dead_source_is_named_and_the_target_still_measured(kafka_clusters: Any) -> None:
+    dead = f"127.0.0.1:{free_port()}"
+    config = parse_config(config_text(dead, kafka_clusters.backup, f"st{uuid.uuid4().hex[:8]}", SHORT))
+    status = flow_status(config.flow("primary", "backup"))
+    assert status.unreachable == ["primary"] and status.families == []
+    assert status.errors[0].startswith(
+        f"error: cluster 'primary' (source of primary->backup, bootstrap.servers {dead})"
+    )
+    assert status.failover == {"state": "normal"} and "verdict" in status.heartbeat  # read on the live target
 
 
 def test_cli_json_has_the_metric_names(copied: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
@@ -125,7 +140,7 @@ def test_cli_table_and_exit_2_for_a_dead_cluster(
 ) -> None:
     dead = f"127.0.0.1:{free_port()}"
     path = tmp_path / "mm2.properties"
-    path.write_text(config_text(kafka_clusters.primary, dead, f"st{uuid.uuid4().hex[:8]}"))
+    path.write_text(config_text(kafka_clusters.primary, dead, f"st{uuid.uuid4().hex[:8]}", SHORT))
     assert main(["status", "--config", str(path), "--flow", "primary->backup"]) == 2
     out, err = capsys.readouterr()
     assert f"error: cluster 'backup' (target of primary->backup, bootstrap.servers {dead}) did not answer" in err
