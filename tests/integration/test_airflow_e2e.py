@@ -21,18 +21,19 @@ from tests.kafka_helpers import create_topic, produce, read_all, topic_exists
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-def write_config(path: Path, clusters: Any, prefix: str) -> Path:
+def write_config(path: Path, clusters: Any, prefix: str, family: str = "e2e", extra: str = "") -> Path:
+    """One flow primary->backup with one family of the prefix's topics, run only when triggered over REST."""
     path.write_text(
         "clusters = primary, backup\n"
         f"primary.bootstrap.servers = {clusters.primary}\n"
         f"backup.bootstrap.servers = {clusters.backup}\n"
         "primary->backup.enabled = true\n"
         f"primary->backup.topics = {prefix}\\\\..*\n"
-        "primary->backup.mirrorflow.families = e2e\n"
-        f"primary->backup.mirrorflow.family.e2e.topics = {prefix}\\\\..*\n"
-        "primary->backup.mirrorflow.family.e2e.schedule = none\n"  # only the REST trigger runs it
+        f"primary->backup.mirrorflow.families = {family}\n"
+        f"primary->backup.mirrorflow.family.{family}.topics = {prefix}\\\\..*\n"
+        f"primary->backup.mirrorflow.family.{family}.schedule = none\n"  # only the REST trigger runs it
         "replication.factor = 1\noffset-syncs.topic.replication.factor = 1\n"
-        "offset-syncs.topic.location = target\nsync.topic.acls.enabled = false\n"
+        "offset-syncs.topic.location = target\nsync.topic.acls.enabled = false\n" + extra
     )
     return path
 

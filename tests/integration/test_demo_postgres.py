@@ -29,6 +29,7 @@ from include.mirrorflow.demo.postgres import DB_NAME, PostgresServer
 from include.mirrorflow.demo.stack import DemoPaths, StartedHere, airflow_down, airflow_up, spark_pool_slots
 from include.mirrorflow.devcluster import free_port
 from include.mirrorflow.processes import session_members
+from tests.integration.test_airflow_e2e import write_config
 from tests.kafka_helpers import create_topic, produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -36,24 +37,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 POOL = "mirrorflow_spark"
 MIRROR = "mirror__primary__backup__busy"
 FAILOVER = "failover__primary__backup"
-
-
-def write_config(path: Path, clusters: Any, prefix: str) -> Path:
-    path.write_text(
-        "clusters = primary, backup\n"
-        f"primary.bootstrap.servers = {clusters.primary}\n"
-        f"backup.bootstrap.servers = {clusters.backup}\n"
-        "primary->backup.enabled = true\n"
-        f"primary->backup.topics = {prefix}\\\\..*\n"
-        "primary->backup.mirrorflow.families = busy\n"
-        f"primary->backup.mirrorflow.family.busy.topics = {prefix}\\\\..*\n"
-        "primary->backup.mirrorflow.family.busy.schedule = none\n"  # only the REST trigger runs it
-        f"mirrorflow.spark.pool = {POOL}\n"
-        "replication.factor = 1\noffset-syncs.topic.replication.factor = 1\n"
-        "checkpoints.topic.replication.factor = 1\nheartbeats.topic.replication.factor = 1\n"
-        "offset-syncs.topic.location = target\nsync.topic.acls.enabled = false\n"
-    )
-    return path
 
 
 @dataclass
@@ -81,7 +64,14 @@ def cycle(kafka_clusters: Any, spark_connect: str) -> Iterator[Cycle]:
     root = _reachable_tmpdir()
     paths = DemoPaths(root / "demo")
     prefix = f"pg{uuid.uuid4().hex[:6]}"
-    config_file = write_config(root / "mm2.properties", kafka_clusters, prefix)
+    config_file = write_config(
+        root / "mm2.properties",
+        kafka_clusters,
+        prefix,
+        family="busy",
+        extra=f"mirrorflow.spark.pool = {POOL}\n"
+        "checkpoints.topic.replication.factor = 1\nheartbeats.topic.replication.factor = 1\n",
+    )
     config = load_config(config_file)
     port = free_port()
     database = PostgresServer(paths.postgres_dir)

@@ -29,6 +29,7 @@ from include.mirrorflow.heartbeats import check_freshness, emit_heartbeat
 from include.mirrorflow.replication.executor import LocalExecutor
 from include.mirrorflow.replication.run import family_lock, replicate
 from tests.conftest import distinct_free_ports
+from tests.integration.test_heartbeats import pair_config_text
 
 pytestmark = pytest.mark.integration
 
@@ -79,14 +80,10 @@ def _failover_dag_is_deployed() -> bool:
 
 
 def _write_config(tmp_path: Path, clusters: DevClusters, extra: str = "") -> Path:
-    primary, backup = (spec.bootstrap for spec in clusters.specs)
     config_file = tmp_path / "mm2.properties"
     config_file.write_text(
-        f"clusters = primary, backup\nprimary.bootstrap.servers = {primary}\nbackup.bootstrap.servers = {backup}\n"
-        "primary->backup.enabled = true\nprimary->backup.topics = none-such\nreplication.factor = 1\n"
-        "offset-syncs.topic.replication.factor = 1\nheartbeats.topic.replication.factor = 1\n"
-        "sync.topic.acls.enabled = false\n"
-        "mirrorflow.heartbeats.max.age = 5s\nmirrorflow.heartbeats.poll.interval = 1s\n"
+        pair_config_text(clusters)
+        + "mirrorflow.heartbeats.max.age = 5s\nmirrorflow.heartbeats.poll.interval = 1s\n"
         # 6 s schedule: each run's sensor watches 5 s, so a fresh verdict does not take 50 s
         "mirrorflow.heartbeats.schedule = 6s\n"
         "mirrorflow.heartbeats.policy = auto-failover\n"

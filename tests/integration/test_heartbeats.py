@@ -25,18 +25,23 @@ from tests.kafka_helpers import read_all
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def pair(tmp_path: Path) -> Iterator[tuple[DevClusters, MirrorConfig]]:
-    ports = distinct_free_ports(2)
-    manager = DevClusters(tmp_path / "clusters", (ClusterSpec("primary", ports[0]), ClusterSpec("backup", ports[1])))
-    manager.up(timeout=60)
+def pair_config_text(manager: DevClusters) -> str:
+    """A flow primary->backup of the pair that copies no topic but ``heartbeats`` (as MM2 does, whatever the filter)."""
     primary, backup = (s.bootstrap for s in manager.specs)
-    config = parse_config(
+    return (
         f"clusters = primary, backup\nprimary.bootstrap.servers = {primary}\nbackup.bootstrap.servers = {backup}\n"
         "primary->backup.enabled = true\nprimary->backup.topics = none-such\nreplication.factor = 1\n"
         "offset-syncs.topic.replication.factor = 1\nheartbeats.topic.replication.factor = 1\n"
         "sync.topic.acls.enabled = false\n"
     )
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> Iterator[tuple[DevClusters, MirrorConfig]]:
+    ports = distinct_free_ports(2)
+    manager = DevClusters(tmp_path / "clusters", (ClusterSpec("primary", ports[0]), ClusterSpec("backup", ports[1])))
+    manager.up(timeout=60)
+    config = parse_config(pair_config_text(manager))
     try:
         yield manager, config
     finally:
@@ -138,14 +143,9 @@ def test_the_heartbeats_command_emits_and_reports_age_outside_airflow(pair: Any,
     from tests.integration.test_cli import mirrorflow
 
     manager, _ = pair
-    primary, backup = (s.bootstrap for s in manager.specs)
+    backup = manager.specs[1].bootstrap
     config = tmp_path / "mm2.properties"
-    config.write_text(
-        f"clusters = primary, backup\nprimary.bootstrap.servers = {primary}\nbackup.bootstrap.servers = {backup}\n"
-        "primary->backup.enabled = true\nprimary->backup.topics = none-such\nreplication.factor = 1\n"
-        "offset-syncs.topic.replication.factor = 1\nheartbeats.topic.replication.factor = 1\n"
-        "sync.topic.acls.enabled = false\n"
-    )
+    config.write_text(pair_config_text(manager))
     flow = ("--config", str(config), "--flow", "primary->backup")
     never = mirrorflow("heartbeats", "age", *flow)
     assert never.returncode == 1 and "STALE" in never.stdout, never  # nothing ever emitted: no grace either
