@@ -10,10 +10,17 @@ Definitions (the README's "Status" section says the same):
   or the partition's log start when nothing is stored.
 - ``end_offset``: the source partition's end: its high watermark, or its last stable offset when the flow
   reads ``read_committed`` (records of open transactions cannot be copied yet).
-- ``lag_records``: ``end_offset - copied_position``, never below 0.
+- ``lag_records``: ``end_offset - max(copied_position, log start)``, never below 0: what can still be copied.
 - ``lag_seconds``: the age (now minus its timestamp) of the oldest source record not yet copied, that is
   the first record at or after ``copied_position``; 0 when caught up. It says how long the oldest record
   the target is missing has been waiting: what a consumer that failed over now would lack, in time.
+- ``lost_records``: records retention deleted from the source before they were copied (the log start is past
+  ``copied_position``); the next run reports them as a loss event and goes on from the log start.
+- ``progress_written_ms``: when the copy last moved the partition (the stored progress record's timestamp).
+
+Per flow, ``groups``: the consumer groups with checkpoints on the target, and how many of their
+checkpointed partitions translate exactly (the checkpoint holds the exact translation the copied runs give:
+a consumer that fails over re-reads nothing); the others name their re-reads (see ``checkpoints``).
 
 Cheap on purpose: one discovery, one list_offsets pass per spec (latest, earliest), one consumer reading the
 progress topic, one consumer fetching the record at ``copied_position - 1`` (the last copied one, for its
@@ -40,7 +47,11 @@ from .replication.progress import last_record_timestamp, progress_topic, read_st
 CAUGHT_UP = "caught up"
 BEHIND = "behind"
 NO_PROGRESS = "no progress yet"
+LOST = "records lost"
 ERROR = "error"
+
+#: Checkpointed partitions that are not exact, listed per flow (worst first).
+NOT_EXACT_SHOWN = 10
 
 #: How many partitions a family lists as its worst.
 WORST = 5
@@ -64,6 +75,8 @@ class PartitionStatus:
     last_copied_timestamp_ms: int | None
     status: str
     error: str | None = None
+    lost_records: int = 0
+    progress_written_ms: int | None = None
 
 
 @dataclass
@@ -72,6 +85,7 @@ class FamilyStatus:
 
     family: str
     partitions: list[PartitionStatus] = field(default_factory=list)
+    schedule: str | None = None
 
     @property
     def lag_records(self) -> int:
@@ -88,7 +102,9 @@ class FamilyStatus:
     def to_dict(self) -> dict[str, Any]:
         return {
             "family": self.family,
+            "schedule": self.schedule,
             "lag_records": self.lag_records,
+            "lost_records": sum(p.lost_records for p in self.partitions),
             "max_lag_seconds": self.max_lag_seconds,
             "partitions": len(self.partitions),
             "worst": [{"topic": p.topic, "partition": p.partition} for p in self.worst],
@@ -108,6 +124,7 @@ class FlowStatus:
     families: list[FamilyStatus] = field(default_factory=list)
     heartbeat: dict[str, Any] = field(default_factory=dict)
     checkpoints: dict[str, Any] = field(default_factory=dict)
+    groups: dict[str, Any] = field(default_factory=dict)
     failover: dict[str, Any] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     unreachable: list[str] = field(default_factory=list)
@@ -128,6 +145,7 @@ class FlowStatus:
             "partitions": [asdict(p) for p in worst_first(self.partitions)],
             "heartbeat": self.heartbeat,
             "checkpoints": self.checkpoints,
+            "groups": self.groups,
             "failover": self.failover,
             "errors": self.errors,
             "unreachable": self.unreachable,
@@ -135,8 +153,11 @@ class FlowStatus:
 
 
 def worst_first(partitions: Iterable[PartitionStatus]) -> list[PartitionStatus]:
-    """Errors first, then by lag in seconds, then in records; ties by topic and partition (a stable order)."""
-    return sorted(partitions, key=lambda p: (p.status != ERROR, -p.lag_seconds, -p.lag_records, p.topic, p.partition))
+    """Errors first, then losses, then by lag in seconds, then in records; ties by topic and partition."""
+    rank = {ERROR: 0, LOST: 1}
+    return sorted(
+        partitions, key=lambda p: (rank.get(p.status, 2), -p.lag_seconds, -p.lag_records, p.topic, p.partition)
+    )
 
 
 # ------------------------------------------------------------------------------------------- partitions
@@ -231,6 +252,7 @@ def partition_status(
     stored: int | None,
     stamps: tuple[int | None, int | None],
     now_ms: int,
+    written_ms: int | None = None,
 ) -> PartitionStatus:
     """One partition's figures from what was read (pure: unit-testable)."""
 
@@ -249,7 +271,8 @@ def partition_status(
             error=f"listing offsets: {error}",
         )
     copied = stored + 1 if stored is not None else start
-    lag = max(0, end - copied)
+    lost = max(0, start - copied)
+    lag = max(0, end - max(copied, start))
     last_ms, oldest_ms = stamps
     lag_s = round(max(0.0, (now_ms - oldest_ms) / 1000), 3) if lag and oldest_ms is not None else 0.0
     if copied > end:
@@ -264,6 +287,11 @@ def partition_status(
         status, error = (BEHIND if lag else CAUGHT_UP), None
         if stored is None and lag:
             status = NO_PROGRESS
+        if lost:
+            status, error = LOST, (
+                f"{lost:,} record(s) (offsets {copied:,}-{start - 1:,}) were deleted by retention before they were "
+                "copied: the next run reports the loss and goes on from the log start"
+            )
     return make(
         end_offset=end,
         copied_position=copied,
@@ -272,6 +300,8 @@ def partition_status(
         last_copied_timestamp_ms=last_ms,
         status=status,
         error=error,
+        lost_records=lost,
+        progress_written_ms=written_ms,
     )
 
 
@@ -295,7 +325,7 @@ def _partitions(flow: FlowConfig, family: str | None, timeout: float) -> list[Fa
     source_consumer = clients.client_properties(flow, "source", "consumer", **{"isolation.level": _level(isolation)})
     stamps = fetch_timestamps(source_consumer, wanted, timeout)
     now_ms = int(time.time() * 1000)
-    by_family: dict[str, FamilyStatus] = {f.name: FamilyStatus(f.name) for f in flow.families}
+    by_family = {f.name: FamilyStatus(f.name, schedule=f.schedule.text) for f in flow.families}
     for plan in plans:
         name = flow.family_of(plan.source_topic).name
         fam = by_family.setdefault(name, FamilyStatus(name))
@@ -312,6 +342,7 @@ def _partitions(flow: FlowConfig, family: str | None, timeout: float) -> list[Fa
                     None if progress is None else progress.offset,
                     stamps.get(key, (None, None)),
                     now_ms,
+                    None if progress is None else progress.written_ms,
                 )
             )
     return [f for f in by_family.values() if f.partitions or family in (None, f.family)]
@@ -345,6 +376,51 @@ def checkpoint_status(flow: FlowConfig, timeout: float) -> dict[str, Any]:
     newest = last_record_timestamp(clients.client_properties(flow, "target", "consumer"), topic, 0, timeout)
     age = None if newest is None else round(max(0.0, time.time() - newest / 1000), 3)
     return {"topic": topic, "newest_ms": newest, "age_seconds": age}
+
+
+def groups_status(flow: FlowConfig, timeout: float) -> dict[str, Any]:
+    """The groups with checkpoints on the target and how many of their partitions translate exactly.
+
+    A checkpoint is exact when the copied runs translate its upstream offset exactly to the downstream
+    offset it holds: a consumer failing over to it re-reads nothing and skips nothing. The others name
+    what the translation says now (approximate: at most N records re-read).
+    """
+    from .checkpoints.emit import read_checkpoints, read_translator, remote_topic
+
+    with ThreadPoolExecutor(2, thread_name_prefix="status-groups") as pool:
+        translator_future = pool.submit(read_translator, flow, timeout)
+        checkpoints = read_checkpoints(flow, timeout)
+        translator = translator_future.result()
+    source_of = {remote_topic(flow, topic): topic for topic, _ in translator.partitions()}
+    groups: dict[str, bool] = {}
+    exact = 0
+    not_exact: list[dict[str, Any]] = []
+    for (group, remote, partition), cp in sorted(checkpoints.items()):
+        source = source_of.get(remote)
+        t = None if source is None else translator.translate(source, partition, cp.upstream_offset)
+        is_exact = t is not None and t.kind == "exact" and t.downstream == cp.downstream_offset
+        exact += is_exact
+        groups[group] = groups.get(group, True) and is_exact
+        if not is_exact:
+            not_exact.append(
+                {
+                    "group": group,
+                    "topic": remote,
+                    "partition": partition,
+                    "upstream_offset": cp.upstream_offset,
+                    "downstream_offset": cp.downstream_offset,
+                    "kind": "unknown" if t is None else t.kind,
+                    "rereads": None if t is None else t.rereads,
+                }
+            )
+    not_exact.sort(key=lambda row: -(row["rereads"] or 0))
+    return {
+        "groups": len(groups),
+        "groups_exact": sum(groups.values()),
+        "partitions": len(checkpoints),
+        "partitions_exact": exact,
+        "not_exact": not_exact[:NOT_EXACT_SHOWN],
+    }
 
 
 def failover_status(flow: FlowConfig, timeout: float) -> dict[str, Any]:
@@ -393,16 +469,17 @@ def flow_status(flow: FlowConfig, family: str | None = None, timeout: float | No
     step = STEP_TIMEOUT_S  # only clusters that answered the check are read
     target_up = flow.target not in status.unreachable
     down = f"cluster '{flow.target}' (target of {flow.name}) did not answer"
-    with ThreadPoolExecutor(3, thread_name_prefix="status") as pool:
+    with ThreadPoolExecutor(4, thread_name_prefix="status") as pool:
         parts = {
             "heartbeat": (heartbeat_status, "heartbeat age"),
             "checkpoints": (checkpoint_status, "checkpoint age"),
+            "groups": (groups_status, "checkpointed groups"),
             "failover": (failover_status, "failover state"),
         }
         futures = {
             name: pool.submit(_guard, what, flow.target, lambda fn=fn: fn(flow, step))
             for name, (fn, what) in parts.items()
-            if target_up
+            if target_up and (name != "groups" or not status.unreachable)
         }
         if not status.unreachable:
             try:
@@ -412,9 +489,14 @@ def flow_status(flow: FlowConfig, family: str | None = None, timeout: float | No
         else:
             status.errors.append(f"partitions of {flow.name} not measured: {', '.join(status.unreachable)} unreachable")
         for name in parts:
-            value = futures[name].result() if name in futures else {"error": down}
+            if name in futures:
+                value = futures[name].result()
+            elif not target_up:
+                value = {"error": down}
+            else:  # the groups need the offset syncs too, and a cluster other than the target is down
+                value = {"error": f"not measured: {', '.join(status.unreachable)} unreachable"}
             setattr(status, name, value)
-            if "error" in value and target_up:
+            if "error" in value and name in futures:
                 status.errors.append(value["error"])
     status.seconds = time.monotonic() - started
     return status
@@ -446,12 +528,13 @@ def render_text(statuses: list[FlowStatus], limit: int | None = 50) -> str:
                 or ("none on the target" if cp.get("newest_ms") is None else f"newest {_age(cp['age_seconds'])} old")
             )
         )
+        out.append("  groups:      " + _groups_line(st.groups))
         fo = st.failover
         out.append(
             "  failover:    "
             + (
                 fo.get("error")
-                or (fo["state"] + (f" since {fo['since']}" if fo.get("since") and fo["state"] != "normal" else ""))
+                or (fo.get("state", "-") + (f" since {fo['since']}" if fo.get("since") and fo["state"] != "normal" else ""))
             )
         )
         for fam in st.families:
@@ -459,7 +542,8 @@ def render_text(statuses: list[FlowStatus], limit: int | None = 50) -> str:
                 f"  family {fam.family}: {len(fam.partitions)} partition(s), lag {fam.lag_records:,} record(s), "
                 f"max {_age(fam.max_lag_seconds)}"
             )
-        out += [f"  {e}" for e in st.errors if e not in (hb.get("error"), cp.get("error"), fo.get("error"))]
+        shown_errors = (hb.get("error"), cp.get("error"), fo.get("error"), st.groups.get("error"))
+        out += [f"  {e}" for e in st.errors if e not in shown_errors]
         rows = worst_first(st.partitions)
         if rows:
             out.append("")
@@ -476,6 +560,23 @@ def render_text(statuses: list[FlowStatus], limit: int | None = 50) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
+def _groups_line(groups: dict[str, Any]) -> str:
+    """``3 group(s) with checkpoints; 10 of 12 partition(s) exact; worst: g[0] re-reads up to 40``."""
+    if "error" in groups or not groups:
+        return groups.get("error", "-")
+    if not groups["groups"]:
+        return "no checkpoints on the target yet"
+    line = (
+        f"{groups['groups']:,} group(s) with checkpoints, {groups['groups_exact']:,} exact; "
+        f"{groups['partitions_exact']:,} of {groups['partitions']:,} partition(s) translate exactly"
+    )
+    worst = groups["not_exact"][0] if groups["not_exact"] else None
+    if worst is not None:
+        rereads = "?" if worst["rereads"] is None else f"{worst['rereads']:,}"
+        line += f"; worst: {worst['group']} {worst['topic']}[{worst['partition']}] {worst['kind']}, re-reads up to {rereads}"
+    return line
+
+
 def _num(value: int | None) -> str:
     return "-" if value is None else f"{value:,}"
 
@@ -484,12 +585,14 @@ __all__ = [
     "BEHIND",
     "CAUGHT_UP",
     "ERROR",
+    "LOST",
     "NO_PROGRESS",
     "FamilyStatus",
     "FlowStatus",
     "PartitionStatus",
     "fetch_timestamps",
     "flow_status",
+    "groups_status",
     "partition_status",
     "render_text",
     "worst_first",

@@ -14,12 +14,14 @@ from typing import Any
 
 import pytest
 
+from include.mirrorflow.checkpoints.emit import emit_checkpoints
 from include.mirrorflow.cli import main
 from include.mirrorflow.config import parse_config
 from include.mirrorflow.devcluster import free_port
 from include.mirrorflow.replication.executor import LocalExecutor
 from include.mirrorflow.replication.run import replicate
 from include.mirrorflow.status import BEHIND, CAUGHT_UP, NO_PROGRESS, flow_status
+from tests.integration.test_checkpoints import commit
 from tests.kafka_helpers import create_topic, produce
 
 pytestmark = pytest.mark.integration
@@ -145,3 +147,34 @@ def test_cli_table_and_exit_2_for_a_dead_cluster(
     out, err = capsys.readouterr()
     assert f"error: cluster 'backup' (target of primary->backup, bootstrap.servers {dead}) did not answer" in err
     assert out.startswith("primary->backup: lag 0 record(s)")
+
+
+def test_groups_with_checkpoints_and_how_many_translate_exactly(kafka_clusters: Any) -> None:
+    """Cluster aliases of its own, so the checkpoints and offset-syncs topics hold this test's records only."""
+    tag = uuid.uuid4().hex[:6]
+    src, tgt, prefix = f"p{tag}", f"b{tag}", f"sg{tag}"
+    text = (
+        config_text(kafka_clusters.primary, kafka_clusters.backup, prefix)
+        .replace("primary", src)
+        .replace("backup", tgt)
+    )
+    config = parse_config(text + f"{src}->{tgt}.groups = {prefix}-.*\n")
+    flow = config.flow(src, tgt)
+    topic = create_topic(kafka_clusters.primary, f"{prefix}-t", partitions=1)
+    produce(kafka_clusters.primary, topic, [{"value": b"v%d" % i} for i in range(10)])
+    assert replicate(config, flow.name, "main", LocalExecutor()).records == 10
+    produce(kafka_clusters.primary, topic, [{"value": b"late"} for _ in range(5)])  # never copied: 10..14
+    commit(kafka_clusters.primary, f"{prefix}-inside", {(topic, 0): 4})  # inside the copied run: exact
+    commit(kafka_clusters.primary, f"{prefix}-end", {(topic, 0): 10})  # right after its last record: exact
+    commit(kafka_clusters.primary, f"{prefix}-ahead", {(topic, 0): 13})  # beyond the copy: not exact
+    emitted = emit_checkpoints(flow, groups=f"{prefix}-.*")
+    written = {g.group for g in emitted.groups if any(p.emitted for p in g.partitions)}
+    assert {f"{prefix}-inside", f"{prefix}-end"} <= written
+
+    groups = flow_status(flow).groups
+    assert "error" not in groups, groups
+    assert groups["groups"] == len(written) and groups["partitions"] == len(written)
+    assert (groups["groups_exact"], groups["partitions_exact"]) == (2, 2)
+    assert [row["group"] for row in groups["not_exact"]] == sorted(written - {f"{prefix}-inside", f"{prefix}-end"})
+    for row in groups["not_exact"]:
+        assert row["kind"] != "exact" and row["upstream_offset"] == 13

@@ -6,6 +6,7 @@ from include.mirrorflow.status import (
     BEHIND,
     CAUGHT_UP,
     ERROR,
+    LOST,
     NO_PROGRESS,
     FamilyStatus,
     FlowStatus,
@@ -67,3 +68,29 @@ def test_the_table_shows_the_error_naming_the_cluster() -> None:
     st.heartbeat = st.checkpoints = st.failover = {"error": "cluster 'backup' did not answer"}
     text = render_text([st])
     assert text.startswith("primary->backup: lag 0 record(s)") and "error: cluster 'backup'" in text
+
+
+def test_records_deleted_before_they_were_copied_are_lost_not_lag() -> None:
+    p = partition_status(PLAN, 0, "main", 50, 20, 9, (None, NOW_MS - 4_000), NOW_MS, written_ms=NOW_MS - 60_000)
+    assert (p.copied_position, p.lost_records, p.lag_records, p.lag_seconds, p.status) == (10, 10, 30, 4.0, LOST)
+    assert "10 record(s) (offsets 10-19) were deleted by retention" in (p.error or "")
+    assert p.progress_written_ms == NOW_MS - 60_000
+    behind = status(10, 0, 5, (None, NOW_MS - 1_000))
+    assert worst_first([behind, p]) == [p, behind]  # a loss is worse than any lag
+
+
+def test_the_table_says_how_many_groups_translate_exactly() -> None:
+    st = FlowStatus("primary->backup", NOW_MS)
+    st.groups = {
+        "groups": 3,
+        "groups_exact": 2,
+        "partitions": 4,
+        "partitions_exact": 3,
+        "not_exact": [{"group": "g", "topic": "primary.t", "partition": 1, "kind": "approximate", "rereads": 40}],
+    }
+    assert (
+        "groups:      3 group(s) with checkpoints, 2 exact; 3 of 4 partition(s) translate exactly; "
+        "worst: g primary.t[1] approximate, re-reads up to 40"
+    ) in render_text([st])
+    st.groups = {"groups": 0, "groups_exact": 0, "partitions": 0, "partitions_exact": 0, "not_exact": []}
+    assert "groups:      no checkpoints on the target yet" in render_text([st])

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 import zlib
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -110,6 +110,9 @@ class StoredProgress:
     target_topic_id: str | None = None
     target_next: int | None = None
     source_last: str | None = None
+    # When the record was written (its timestamp, ms): when the copy last moved this partition. Not part of
+    # the incarnation: two reads of the same progress compare equal whatever their timestamps.
+    written_ms: int | None = field(default=None, compare=False)
 
     def headers(self) -> list[tuple[str, bytes]]:
         """The record headers that carry the incarnation (only the known parts)."""
@@ -122,7 +125,9 @@ class StoredProgress:
         return [(name, value.encode()) for name, value in fields.items() if value is not None]
 
     @classmethod
-    def from_message(cls, offset: int, headers: list[tuple[str, bytes | None]] | None) -> StoredProgress:
+    def from_message(
+        cls, offset: int, headers: list[tuple[str, bytes | None]] | None, written_ms: int | None = None
+    ) -> StoredProgress:
         found = {name: (value or b"").decode("utf-8", "replace") for name, value in headers or []}
         target_next = found.get(TARGET_NEXT_HEADER, "")
         return cls(
@@ -131,6 +136,7 @@ class StoredProgress:
             found.get(TARGET_TOPIC_ID_HEADER) or None,
             int(target_next) if target_next.lstrip("-").isdigit() else None,
             found.get(SOURCE_LAST_HEADER) or None,
+            written_ms,
         )
 
 
@@ -176,7 +182,9 @@ def read_stored_progress(
         if offset is None:
             result.pop((decoded[1], decoded[2]), None)
         else:
-            result[(decoded[1], decoded[2])] = StoredProgress.from_message(offset, message.headers())
+            stamp_type, stamp = message.timestamp()
+            written = stamp if stamp_type and stamp >= 0 else None
+            result[(decoded[1], decoded[2])] = StoredProgress.from_message(offset, message.headers(), written)
     return result
 
 
