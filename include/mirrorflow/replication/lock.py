@@ -234,6 +234,9 @@ class FamilyLock:
         self._producer: Producer | None = None
         self._thread: threading.Thread | None = None
         self._last_error: KafkaError | None = None
+        # The run's summary, set by the run before it exits: the release record carries it under "run", so the
+        # cluster keeps a history of runs without Airflow (history.py reads it back; lease readers ignore it).
+        self.summary: dict[str, Any] | None = None
 
     @property
     def name(self) -> str:
@@ -325,10 +328,15 @@ class FamilyLock:
             "error_cb": self._note,
         }
 
-    def _send(self, state: str, deadline: float) -> tuple[int, int, int]:
-        """Append one record of this holder; wait for its delivery: (offset, timestamp ms, timestamp type)."""
+    def _send(self, state: str, deadline: float, run: dict[str, Any] | None = None) -> tuple[int, int, int]:
+        """Append one record of this holder; wait for its delivery: (offset, timestamp ms, timestamp type).
+
+        ``run``: the run's summary, which a release record carries under ``"run"``."""
         assert self._producer is not None
-        value = {"flow": self.flow, "scope": list(self.scope), "holder": self.holder, "ttl_ms": self.ttl_ms}
+        value: dict[str, Any] = {"flow": self.flow, "scope": list(self.scope), "holder": self.holder}
+        value["ttl_ms"] = self.ttl_ms
+        if run is not None:
+            value["run"] = run
         outcome: list[tuple[KafkaError | None, Any]] = []
         self._producer.produce(
             LOCK_TOPIC,
@@ -450,13 +458,26 @@ class FamilyLock:
         if self._claimed and not self._released:
             self._released = True
             try:
-                self._send("release", time.monotonic() + min(5.0, self.ttl_ms / 1000))
+                self._send_release(time.monotonic() + min(5.0, self.ttl_ms / 1000))
             except KafkaException as exc:
                 error = _kafka_error(exc)
                 log.warning(
                     "lock %s: release not written (%s); it ends with its TTL", self.name, error and _words(error)
                 )
         self._producer = None
+
+    def _send_release(self, deadline: float) -> None:
+        """The release with the run's summary; without it if the broker refuses the record as too large (a flow
+        of very many families): freeing the lease matters more than the history."""
+        try:
+            self._send("release", deadline, self.summary)
+        except KafkaException as exc:
+            error = _kafka_error(exc)
+            too_large = (KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE)
+            if self.summary is None or error is None or error.code() not in too_large:
+                raise
+            log.warning("lock %s: the run summary is too large for %s: released without it", self.name, LOCK_TOPIC)
+            self._send("release", deadline)
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()

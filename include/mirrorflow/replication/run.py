@@ -29,6 +29,7 @@ from ..config.model import FlowConfig, MirrorConfig, parse_duration
 from ..internal_topics import InternalTopic, ensure_internal_topic
 from .copy import is_retriable, kafka_words
 from .executor import UnitExecutor
+from .history import run_summary
 from .incarnation import PartitionNow, fingerprint_offset, fingerprints_now, plan_reset, topic_ids
 from .lock import FamilyLock, LockError
 from .progress import progress_location, progress_topic, read_stored_progress
@@ -54,6 +55,9 @@ class PartitionReport:
     last_offset: int | None = None
     units: int = 0
     lag: int | None = None
+    # Age of the oldest source record not yet copied when the run ended (status.py's definition); 0 when caught
+    # up, None when not measured (the run stopped before its end, or the record could not be read).
+    lag_seconds: float | None = None
     status: str = "planned"
     error: str | None = None
     retries: int = 0  # units retried after a transient failure (a broker restart, a moving leader)
@@ -102,9 +106,15 @@ class RunReport:
         """Records still to copy, summed over partitions (as measured at the end of the run)."""
         return sum(p.lag or 0 for p in self.partitions)
 
+    @property
+    def max_lag_seconds(self) -> float:
+        """The oldest record the target still lacks, in seconds, over every partition (0 when caught up)."""
+        return max((p.lag_seconds or 0.0 for p in self.partitions), default=0.0)
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["ok"], data["records"], data["lag"] = self.ok, self.records, self.lag
+        data["max_lag_seconds"] = self.max_lag_seconds
         return data
 
     def write_json(self, path: str | Path) -> None:
@@ -259,6 +269,27 @@ class _Run:
                 part.lag = max(0, latest_ends[key] - part.position)
                 if part.status == "planned":
                     part.status = "up to date"
+            self._lag_seconds(by_tp, latest_ends)
+
+    def _lag_seconds(self, by_tp: dict[tuple[str, int], PartitionReport], ends: dict[tuple[str, int], int]) -> None:
+        """Each partition's lag in seconds: the age of its oldest record not yet copied (status.py's definition).
+
+        Only partitions with lag are read (one consumer, about one fetch each), so a run that caught up, like the
+        scheduled run that found nothing new, pays nothing. A record that cannot be read in time leaves None.
+        """
+        from ..status import STEP_TIMEOUT_S, fetch_timestamps  # status imports replication: import when needed
+
+        for part in by_tp.values():
+            part.lag_seconds = 0.0 if not part.lag else None
+        wanted = {k: (p.position, p.position, ends[k]) for k, p in by_tp.items() if p.lag}
+        if not wanted:
+            return
+        consumer = clients.client_properties(self.flow, "source", "consumer")
+        stamps = fetch_timestamps(consumer, wanted, min(self.timeout, STEP_TIMEOUT_S))
+        now_ms = time.time() * 1000
+        for key, (_last, oldest) in stamps.items():
+            if oldest is not None:
+                by_tp[key].lag_seconds = round(max(0.0, (now_ms - oldest) / 1000), 3)
 
     def _plan(
         self, report: RunReport, plans: list[topics.TopicPlan], syncs_topic: str, syncs_on_target: bool
@@ -555,16 +586,25 @@ def replicate(
     """
     flow = _enabled_flow(config, flow_name, family, require_enabled)
     report = RunReport(flow.name, family, flow.delivery, datetime.now(UTC).isoformat(timespec="seconds"))
-    started = time.monotonic()
+    started, started_ms = time.monotonic(), int(time.time() * 1000)
     run = _Run(config, flow, family, executor, only_topics, timeout)
     held_here = contextlib.ExitStack()  # the lock this call claims (none when the caller holds one)
+    claimed: FamilyLock | None = None
+    crashed = True  # until the run ends its own way
     try:
         with phase(report, "lock"):
-            held = lock if lock is not None else held_here.enter_context(family_lock(flow, family, timeout))
+            if lock is None:
+                claimed = held_here.enter_context(family_lock(flow, family, timeout))
+            held = lock if lock is not None else claimed
+        assert held is not None
         run.execute(report, held)
+        crashed = False
     except LockError as exc:
         report.errors.append(str(exc))
+        crashed = False
     finally:
+        if claimed is not None:  # the release this call writes carries the run's summary (history.py)
+            claimed.summary = summarize(flow, report, started_ms, time.monotonic() - started, crashed)
         with phase(report, "release"):
             held_here.close()
     with phase(report, "finish"):
@@ -574,6 +614,18 @@ def replicate(
     report.batches = 1
     report.seconds = round(time.monotonic() - started, 3)
     return report
+
+
+def summarize(flow: FlowConfig, report: RunReport, started_ms: int, seconds: float, crashed: bool) -> dict[str, Any]:
+    """The run's summary for its lock release (``history.run_summary``), families named by the flow's patterns."""
+
+    def family_of(topic: str) -> str:
+        try:
+            return flow.family_of(topic).name
+        except Exception:  # noqa: BLE001 - a topic two families claim was a run error already; keep the run's name
+            return report.family or "?"
+
+    return run_summary(report.to_dict(), started_ms=started_ms, seconds=seconds, family_of=family_of, crashed=crashed)
 
 
 def replicate_continuously(
@@ -592,10 +644,19 @@ def replicate_continuously(
     """
     flow = _enabled_flow(config, flow_name, family)
     pause = parse_duration(flow.get("mirrorflow.poll.interval"))
-    deadline = time.monotonic() + duration_s
+    started, started_ms = time.monotonic(), int(time.time() * 1000)
+    deadline = started + duration_s
     try:
         with family_lock(flow, family) as lock:  # held across batches: one claim, not one per batch
-            return _batches(config, flow_name, family, executor, only_topics, lock, pause, deadline)
+            try:
+                total = _batches(config, flow_name, family, executor, only_topics, lock, pause, deadline)
+            except BaseException:
+                lock.summary = summarize(
+                    flow, RunReport(flow.name, family, flow.delivery, ""), started_ms, time.monotonic() - started, True
+                )
+                raise
+            lock.summary = summarize(flow, total, started_ms, time.monotonic() - started, False)
+            return total
     except LockError as exc:  # refused, or the target never answered: a report saying so, as for one batch
         report = RunReport(flow.name, family, flow.delivery, datetime.now(UTC).isoformat(timespec="seconds"))
         report.errors.append(str(exc))
@@ -641,6 +702,7 @@ def _merge(total: RunReport, batch: RunReport) -> RunReport:
             old = parts[(p.topic, p.partition)]
             old.records, old.bytes, old.units = old.records + p.records, old.bytes + p.bytes, old.units + p.units
             old.position, old.end, old.lag, old.last_offset = p.position, p.end, p.lag, p.last_offset or old.last_offset
+            old.lag_seconds = p.lag_seconds
             old.status, old.error, old.retries = p.status, p.error, old.retries + p.retries
         else:
             total.partitions.append(p)
