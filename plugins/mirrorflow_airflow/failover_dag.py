@@ -24,14 +24,21 @@ from mirrorflow_airflow.mirror_dag import DEFAULT_ARGS, START_DATE, configured_f
 log = logging.getLogger(__name__)
 
 
-def announce(config_file: Path, name: str, kind: str, moved: dict[str, Any], state: str) -> list[str]:
-    """The failover/failback notification on the alert channels (log, webhook, notifiers); failed channels."""
+def announce(
+    config_file: Path, name: str, kind: str, moved: dict[str, Any], state: str, verdict: dict[str, Any]
+) -> list[str]:
+    """The failover/failback notification on the alert channels (log, webhook, notifiers); failed channels.
+
+    ``verdict`` is ``report.summary``: its one-line advice ends the message, so whoever reads only the
+    notification still learns what to do (drain first, or how many records are missing).
+    """
     groups = moved["groups"]
     done = [g["group"] for g in groups if not g["refused"]]
     refused = {g["group"]: g["refused"] for g in groups if g["refused"]}
     message = (
         f"{kind} of {name} ({moved['mode']}{', dry run' if moved['dry_run'] else ''}): {state}; "
-        f"{len(done)} group(s) {'would move' if moved['dry_run'] else 'moved'}, {len(refused)} refused"
+        f"{len(done)} group(s) {'would move' if moved['dry_run'] else 'moved'}, {len(refused)} refused. "
+        f"{verdict['advice']}"
     )
     payload = {
         "kind": kind,
@@ -41,6 +48,7 @@ def announce(config_file: Path, name: str, kind: str, moved: dict[str, Any], sta
         "dry_run": moved["dry_run"],
         "groups": done,
         "refused": refused,
+        "totals": verdict["totals"],
         "message": message,
     }
     return notify(MirrorflowHook(config_file).flow(name), kind, payload, get_current_context())  # type: ignore[arg-type]
@@ -66,15 +74,28 @@ def record_and_report(config_file: Path, name: str, kind: str, record_task: str,
         report.record(MirrorflowHook(config_file).flow(name), plan.plan_from_dict(moved), state=state)
         return state
 
-    @task(task_id="report")
+    # The output (the whole report) is read from XCom, not the log: the log keeps the advice and the tables.
+    @task(task_id="report", show_return_value_in_logs=False)
     def publish(moved: dict[str, Any], state: str) -> dict[str, Any]:
-        """The report as Markdown (in the log) and JSON (the task's output), announced on the alert channels."""
+        """The report as Markdown (in the log) and JSON (the task's output), announced on the alert channels.
+
+        The advice comes first in the log, on its own line, so it is read before the tables.
+        """
         from include.mirrorflow.failover import plan, report
 
-        markdown = report.render_markdown(plan.plan_from_dict(moved))
-        log.info("%s %s (%s):\n%s", kind, name, state, markdown)
-        failed = announce(config_file, name, kind, moved, state)
-        return {"state": state, "markdown": markdown, "report": moved, "notification_failures": failed}
+        loaded = plan.plan_from_dict(moved)
+        verdict, markdown = report.summary(loaded), report.render_markdown(loaded)
+        log.info("%s %s (%s): %s", kind, name, state, verdict["advice"])
+        log.info("report:\n%s", markdown)
+        failed = announce(config_file, name, kind, moved, state, verdict)
+        return {
+            "state": state,
+            "advice": verdict["advice"],
+            "totals": verdict["totals"],
+            "markdown": markdown,
+            "report": moved,
+            "notification_failures": failed,
+        }
 
     publish(moved, record(moved))
 
@@ -180,17 +201,27 @@ def build_failover_dag(flow: FlowConfig, config_file: Path) -> DAG:
                 raise AirflowSkipException(f"mode {p['mode']}{', dry run' if p['dry_run'] else ''}: no final copy")
             return drain.drain(MirrorflowHook(config_file).load(), name).__dict__
 
-        @task(task_id="move_groups", trigger_rule="none_failed")
+        @task(task_id="move_groups", trigger_rule="none_failed", show_return_value_in_logs=False)
         def move_groups() -> dict[str, Any]:
-            """Target offsets per group and partition; committed on the target unless dry run."""
-            from include.mirrorflow.failover import plan
+            """Target offsets per group and partition; committed on the target unless dry run.
+
+            The log says what happens in one line (the report's advice); the plan itself is the output.
+            """
+            from include.mirrorflow.failover import plan, report
 
             p = _params()
             live = MirrorflowHook(config_file).flow(name)
             planned = plan.plan_failover(
                 live, mode=p["mode"], groups=p["groups"], force=p["force"], dry_run=p["dry_run"]
             )
-            return plan.apply_plan(live, planned).to_dict()
+            applied = plan.apply_plan(live, planned)
+            log.info(
+                "%d offset(s) %s: %s",
+                len(applied.changes()),
+                "to write (dry run)" if applied.dry_run else "written",
+                report.summary(applied)["advice"],
+            )
+            return applied.to_dict()
 
         moved = move_groups()
         preflight() >> final_copy() >> moved

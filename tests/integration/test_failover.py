@@ -86,7 +86,14 @@ def test_disaster_failover_moves_the_group_exactly(setup: dict[str, Any], airflo
         "report": "success",
     }
     out = run.get_task_instance("report").xcom_pull(task_ids="report")
-    assert out["state"] == "failed-over" and f"## {setup['group']}" in out["markdown"]
+    assert out["state"] == "failed-over" and f"## {setup['group']} (moved; " in out["markdown"]
+    # The checkpoints are re-translated from the syncs on the target: exact, and the copy had reached them.
+    [moved] = out["report"]["groups"]
+    assert [(p["outcome"], p["copied_position"], p["missing_records"]) for p in moved["partitions"]] == [
+        ("exact", 25, 0),
+        ("exact", 25, 0),
+    ]
+    assert out["advice"] == "Every group translates exactly: nothing re-read, nothing missing."
     [note] = setup["notifications"]  # the failover is announced on the alert channels, once
     assert (note["kind"], note["state"], note["groups"], note["refused"]) == (
         "failover",
@@ -104,19 +111,65 @@ def test_disaster_failover_moves_the_group_exactly(setup: dict[str, Any], airflo
 def test_planned_dry_run_lists_the_changes_and_changes_nothing(setup: dict[str, Any], airflow_db: None) -> None:
     from mirrorflow_airflow.failover_dag import failover_dags
 
+    primary, topic, group = setup["primary"], setup["topic"], setup["group"]
+    # A second group read on while the copy stood still: 10 more records on partition 0 are not copied
+    # (copied position 25), and the group committed 32 there: 7 records it consumed are not on the target.
+    produce(primary, topic, [{"value": b"late-%d" % i, "partition": 0} for i in range(10)])
+    ahead = f"{group}-ahead"
+    commit(primary, ahead, {(topic, 0): 32, (topic, 1): 25})
+    emit_checkpoints(setup["flow"])  # planned mode moves the groups that have checkpoints
+
     run = failover_dags()["failover__primary__backup"].test(run_conf={"mode": "planned", "dry_run": True})
     assert states(run)["report"] == "success" and states(run)["final_copy"] == "skipped"
-    moved = run.get_task_instance("report").xcom_pull(task_ids="report")["report"]
-    [group] = moved["groups"]
-    remote = f"primary.{setup['topic']}"
+    out = run.get_task_instance("report").xcom_pull(task_ids="report")
+    moved = out["report"]
+    groups = {g["group"]: g for g in moved["groups"]}
+    assert sorted(groups) == [group, ahead]
+    remote = f"primary.{topic}"
     # Where the copies of source offsets 11 (partition 0) and 17 (partition 1) landed on the target.
-    source = {(r.partition, r.offset): r.value for r in read_all(setup["primary"], setup["topic"])}
-    landed = {(r.partition, r.value): r.offset for r in read_all(setup["backup"], remote)}
-    expected = [(remote, p, landed[(p, source[(p, u)])], "exact", "write") for p, u in ((0, 11), (1, 17))]
-    got = [(p["remote_topic"], p["partition"], p["target_offset"], p["kind"], p["action"]) for p in group["partitions"]]
-    assert got == expected
+    source = {(r.partition, r.offset): r.value for r in read_all(primary, topic)}
+    copies = read_all(setup["backup"], remote)
+    landed = {(r.partition, r.value): r.offset for r in copies}
+    ends = {p: max(r.offset for r in copies if r.partition == p) + 1 for p in (0, 1)}  # the copy's end per partition
+
+    def rows(name: str) -> list[tuple[Any, ...]]:
+        fields = ("remote_topic", "partition", "copied_position", "target_offset", "kind", "action", "outcome")
+        return [
+            tuple(p[f] for f in fields) + (p["re_read_records"], p["missing_records"])
+            for p in groups[name]["partitions"]
+        ]
+
+    # The caught-up group: exact on both partitions, nothing re-read, nothing missing.
+    assert rows(group) == [
+        (remote, p, 25, landed[(p, source[(p, u)])], "exact", "write", "exact", 0, 0) for p, u in ((0, 11), (1, 17))
+    ]
+    # The group ahead of the copy: partition 0 is 32 - 25 = 7 records not yet copied (it resumes at the copy's
+    # end); partition 1 committed exactly the copy's end (25): exact.
+    assert rows(ahead) == [
+        (remote, 0, 25, ends[0], "approximate", "write", "not-yet-copied", 0, 7),
+        (remote, 1, 25, ends[1], "exact", "write", "exact", 0, 0),
+    ]
+    age = groups[ahead]["partitions"][0]["missing_age_seconds"]
+    assert age is not None and 0 <= age < 120  # the late records were produced moments ago
+    assert out["totals"]["missing_records"] == 7 and out["totals"]["missing_partitions"] == 1
+    assert out["totals"]["exact"] == 3 and out["totals"]["re_read_records"] == 0
+    assert out["advice"].startswith(f"7 records in 1 partition are not copied yet (oldest {age:,.0f} s old): run the")
+    markdown = out["markdown"]
+    assert markdown.splitlines()[2] == f"**{out['advice']}**"
+    for name, heading in (
+        (group, "2 exact"),
+        (ahead, f"1 exact, 1 not yet copied (7 records, oldest {age:,.0f} s old)"),
+    ):
+        state = groups[name]["target_state"]
+        assert f"## {name} (would move; target state {state}): 2 partitions: {heading}\n" in markdown
+    assert (
+        f"| {remote} | 0 | 32 | 25 | {ends[0]} | not yet copied: 7 records (oldest {age:,.0f} s old) | - "
+        f"| would move to {ends[0]} |"
+    ) in markdown
+    assert "re-read" not in markdown  # no row re-reads, so neither heading nor top line says so
+
     target = admin(setup["backup"])
-    answer = target.list_consumer_group_offsets([ConsumerGroupTopicPartitions(setup["group"])])[setup["group"]]
+    answer = target.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group]
     assert [tp.offset for tp in answer.result(10).topic_partitions or []] in ([], [-1001, -1001], [-1001])
     assert failover_state(setup["flow"]) is None  # a dry run is recorded, but the flow is not failed over
 

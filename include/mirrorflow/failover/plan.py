@@ -14,6 +14,7 @@ the target is refused unless ``force`` (its consumers would overwrite the offset
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections import defaultdict
@@ -25,12 +26,17 @@ from typing import Any, Literal
 from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 
 from .. import clients, preflight
-from ..checkpoints.emit import committed_offsets, read_checkpoints, read_translator, remote_topic
+from ..checkpoints.emit import committed_offsets, read_checkpoints, read_translator, remote_topic, syncs_location
 from ..checkpoints.groupsync import IDLE_STATES, group_states
+from ..checkpoints.translate import OffsetTranslator
 from ..config.model import FlowConfig
-from ..replication.progress import last_record_timestamp
+from ..replication.progress import last_record_timestamp, progress_topic, read_stored_progress
+from ..status import fetch_timestamps
+from .outcome import NOT_YET_COPIED, classify
 
 Mode = Literal["planned", "disaster", "failback"]
+
+plan_log = logging.getLogger(__name__)
 
 
 class FailoverError(RuntimeError):
@@ -47,6 +53,19 @@ class PartitionMove:
     rereads: int  # most records the group's consumers may read again
     current: int | None = None  # the group's offset on the target before the failover
     action: str = "write"  # write, keep (target already there or further), skip
+    # What the move does (see outcome.py); the fields the report and tools read:
+    outcome: str = ""  # exact, re-read, not-yet-copied, untranslated
+    re_read_records: int = 0  # records the group reads a second time
+    missing_records: int = 0  # committed on the source but not copied yet: not on the target
+    missing_age_seconds: float | None = None  # age of the oldest of them (None: unknown, e.g. source not read)
+    source_topic: str | None = None
+    copied_position: int | None = None  # next source offset the copy will copy (stored progress + 1)
+
+    def assess(self, copied_position: int | None) -> None:
+        """Set the outcome from the translation and how far the copy got (None: not known)."""
+        self.copied_position = copied_position
+        c = classify(self.source_offset, self.target_offset, self.rereads, copied_position)
+        self.outcome, self.re_read_records, self.missing_records = c.outcome, c.re_read_records, c.missing_records
 
 
 @dataclass
@@ -59,7 +78,8 @@ class GroupMove:
 
     @property
     def max_rereads(self) -> int:
-        return max((p.rereads for p in self.partitions if p.action == "write"), default=0)
+        """The largest re-read of any row (kept rows too: the report shows every row, the heading agrees)."""
+        return max((p.re_read_records if p.outcome else p.rereads for p in self.partitions), default=0)
 
 
 @dataclass
@@ -116,6 +136,7 @@ def group_moves(dest: FlowConfig, wanted: Wanted, *, force: bool, timeout: float
                 part.action = "skip"
             elif existing is not None and existing[0] >= downstream:
                 part.action = "keep"  # never move a target offset backwards
+            part.assess(None)  # refined by the caller where it knows how far the copy got
             move.partitions.append(part)
         moves.append(move)
     return moves
@@ -161,8 +182,10 @@ def plan_failover(
     by_group: Wanted = defaultdict(dict)
     for (group, topic, partition), cp in checkpoints.items():
         by_group[group][(topic, partition)] = (cp.upstream_offset, cp.downstream_offset, "checkpoint", 0)
+    # Disaster mode reads the syncs only where they survive the source (offset-syncs.topic.location=target).
+    translator = read_translator(flow, timeout) if mode == "planned" or syncs_location(flow)[0] == "target" else None
     if mode == "planned":
-        translator = read_translator(flow, timeout)
+        assert translator is not None
         live = committed_offsets(clients.admin(flow, "source"), list(by_group), timeout)
         for group, offsets in live.items():
             for (topic, partition), (upstream, _meta) in offsets.items():
@@ -182,8 +205,82 @@ def plan_failover(
             + " (has the checkpoints DAG run?)"
         )
     plan.groups = group_moves(flow, {g: by_group[g] for g in names}, force=force, timeout=timeout)
+    assess_plan(flow, plan, translator, timeout)
     plan.seconds = round(time.monotonic() - started, 3)
     return plan
+
+
+def source_topic_of(flow: FlowConfig, remote: str) -> str:
+    """The source topic a remote topic copies (the inverse of ``emit.remote_topic``)."""
+    if flow.policy.topic_source(remote) == flow.source:
+        return flow.policy.upstream_topic(remote) or remote
+    return flow.policy.format_remote_topic(flow.target, remote)  # the target's own topic, back home
+
+
+def copied_positions(flow: FlowConfig, timeout: float) -> dict[tuple[str, int], int]:
+    """Per source partition, the next offset the copy will copy (stored progress + 1), read on the target.
+
+    The progress lives on the target, so this is known in a disaster too; partitions never copied are absent.
+    """
+    config = clients.client_properties(flow, "target", "consumer")
+    stored = read_stored_progress(config, progress_topic(flow.source), flow.source, timeout=timeout)
+    return {key: progress.offset + 1 for key, progress in stored.items()}
+
+
+def checkpoint_rereads(translator: OffsetTranslator, source_topic: str, p: PartitionMove) -> int:
+    """Records a group resuming at a checkpoint's target offset reads again, from today's translation.
+
+    A checkpoint records where the group would resume when it was written, not how exact that was. The
+    same committed offset translated now says it: its own re-reads, plus whatever the copy added after
+    the checkpoint's target offset and before the record the group reads next (it consumed those already).
+    """
+    t = translator.translate(source_topic, p.partition, p.source_offset)
+    if t.downstream is None or p.target_offset is None:
+        return 0
+    return t.rereads + max(0, t.downstream - p.target_offset)
+
+
+def assess_plan(flow: FlowConfig, plan: FailoverPlan, translator: OffsetTranslator | None, timeout: float) -> None:
+    """Classify every row as exact, re-read or not yet copied, and age the missing records where the source answers."""
+    copied = copied_positions(flow, timeout)
+    unknown_rereads = False
+    for move in plan.groups:
+        for p in move.partitions:
+            p.source_topic = source_topic_of(flow, p.remote_topic)
+            if p.kind == "checkpoint":
+                if translator is None:
+                    unknown_rereads = True
+                else:
+                    p.rereads = checkpoint_rereads(translator, p.source_topic, p)
+            p.assess(copied.get((p.source_topic, p.partition)))
+    if unknown_rereads:
+        plan.notes.append(
+            f"the offset syncs are on {flow.source} (offset-syncs.topic.location=source), so how exact the "
+            "checkpoints are is not known here: re-reads are not counted"
+        )
+    if plan.source_reachable:
+        age_missing(flow, [p for g in plan.groups for p in g.partitions], timeout)
+
+
+def age_missing(flow: FlowConfig, partitions: list[PartitionMove], timeout: float) -> None:
+    """Set the age of the oldest missing record: the source record at the copied position (one fetch each)."""
+    rows = [p for p in partitions if p.outcome == NOT_YET_COPIED and p.source_topic and p.copied_position is not None]
+    wanted: dict[tuple[str, int], tuple[int, int, int]] = {}
+    for p in rows:
+        key = (p.source_topic, p.partition)
+        end = max(p.source_offset, wanted[key][2]) if key in wanted else p.source_offset
+        wanted[key] = (0, p.copied_position, end)  # type: ignore[arg-type]
+    if not wanted:
+        return
+    try:
+        stamps = fetch_timestamps(clients.client_properties(flow, "source", "consumer"), wanted, min(timeout, 15.0))
+    except Exception as exc:  # noqa: BLE001 - the age informs; it must never stop a failover
+        plan_log.warning("cannot read the ages of the records not copied yet: %s", exc)
+        return
+    now = time.time()
+    for p in rows:
+        oldest = stamps.get((p.source_topic, p.partition), (None, None))[1]  # type: ignore[arg-type]
+        p.missing_age_seconds = None if oldest is None else round(max(0.0, now - oldest / 1000), 1)
 
 
 def apply_plan(flow: FlowConfig, plan: FailoverPlan, timeout: float = 30.0) -> FailoverPlan:
@@ -224,6 +321,8 @@ __all__ = [
     "GroupMove",
     "PartitionMove",
     "apply_plan",
+    "assess_plan",
+    "copied_positions",
     "plan_failover",
     "plan_from_dict",
 ]

@@ -17,7 +17,8 @@ from .. import clients
 from ..config.model import FlowConfig
 from ..internal_topics import InternalTopic, ensure_internal_topic
 from ..replication.progress import read_partitions
-from .plan import FailoverPlan
+from .outcome import action_text, group_heading, outcome_text, top_line, totals
+from .plan import FailoverPlan, PartitionMove
 
 FAILOVER_LOG = "mirrorflow.failover-log"
 
@@ -37,11 +38,17 @@ def _reachability(reachable: bool | None) -> str:
 
 
 def render_markdown(plan: FailoverPlan) -> str:
-    """Per group and partition: source offset, target offset, exact or not, records consumers may re-read."""
-    verb = "would move" if plan.dry_run else "moved"
+    """The top line (what to do), then per group a heading with its totals and one row per partition.
+
+    Every number in a heading or the top line is summed from the rows shown (``outcome.totals``), so they
+    cannot disagree; the rows say what happens (exact, re-reads N, not yet copied: N records) and where the
+    group ends on the target.
+    """
     age = "none found" if plan.checkpoints_age_s is None else f"{plan.checkpoints_age_s:.0f} s old"
     out = [
         f"# Failover {plan.flow} ({plan.mode}{', dry run' if plan.dry_run else ''})",
+        "",
+        f"**{top_line(plan)}**",
         "",
         (
             f"Started {plan.started_at}; source {_reachability(plan.source_reachable)}; "
@@ -51,22 +58,34 @@ def render_markdown(plan: FailoverPlan) -> str:
     ]
     out += [f"- {note}" for note in plan.notes]
     for g in plan.groups:
-        status = (
-            f"refused: {g.refused}" if g.refused else (f"{verb}" + ("" if plan.dry_run or g.applied else " (pending)"))
-        )
         out += [
             "",
-            f"## {g.group} ({status}; target state {g.target_state}; up to {g.max_rereads} record(s) re-read)",
+            f"## {group_heading(g, plan.dry_run, plan.source_reachable)}",
             "",
-            "| Topic on target | Partition | Source offset | Target offset | Translation | May re-read | Before | Action |",
+            "| Topic on target | Partition | Source offset | Copied to (source) | Target offset | Outcome | Before | Action |",
             "|---|---|---|---|---|---|---|---|",
         ]
-        out += [
-            f"| {p.remote_topic} | {p.partition} | {p.source_offset} | {'-' if p.target_offset is None else p.target_offset} "
-            f"| {p.kind} | {p.rereads} | {'-' if p.current is None else p.current} | {p.action} |"
-            for p in g.partitions
-        ]
+        out += [_row(p, plan) for p in g.partitions]
     return "\n".join(out) + "\n"
+
+
+def _row(p: PartitionMove, plan: FailoverPlan) -> str:
+    """One partition: offsets as read, the outcome, and the offset the group ends at on the target."""
+
+    def num(value: int | None) -> str:
+        return "-" if value is None else f"{value:,}"
+
+    return (
+        f"| {p.remote_topic} | {p.partition} | {num(p.source_offset)} | {num(p.copied_position)} "
+        f"| {num(p.target_offset)} | {outcome_text(p, plan.source_reachable)} | {num(p.current)} "
+        f"| {action_text(p, plan.dry_run)} |"
+    )
+
+
+def summary(plan: FailoverPlan) -> dict[str, Any]:
+    """The report's verdict for tools: the top line and the totals of every moving group's rows."""
+    moving = [p for g in plan.groups if g.refused is None for p in g.partitions]
+    return {"advice": top_line(plan), "totals": totals(moving).to_dict()}
 
 
 def record(flow: FlowConfig, plan: FailoverPlan, *, state: str, timeout: float = 30.0) -> dict[str, Any]:
@@ -92,4 +111,4 @@ def failover_state(flow: FlowConfig, timeout: float = 30.0) -> dict[str, Any] | 
     return last
 
 
-__all__ = ["FAILOVER_LOG", "failover_log_topic", "failover_state", "record", "render_markdown"]
+__all__ = ["FAILOVER_LOG", "failover_log_topic", "failover_state", "record", "render_markdown", "summary"]
