@@ -59,6 +59,7 @@ def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, webhook: Any) -> Iter
             "backup": backup,
             "topic": topic,
             "group": group,
+            "config": config,
             "flow": config.flow("primary", "backup"),
             "expected": [r.value for r in read_all(primary, topic) if r.offset >= {0: 11, 1: 17}[r.partition]],
             "notifications": webhook[1],
@@ -172,6 +173,51 @@ def test_planned_dry_run_lists_the_changes_and_changes_nothing(setup: dict[str, 
     answer = target.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group]
     assert [tp.offset for tp in answer.result(10).topic_partitions or []] in ([], [-1001, -1001], [-1001])
     assert failover_state(setup["flow"]) is None  # a dry run is recorded, but the flow is not failed over
+
+
+def test_disaster_dry_run_counts_what_the_copy_missed_then_what_a_stale_checkpoint_re_reads(
+    setup: dict[str, Any],
+) -> None:
+    """Disaster mode reads only the target: the progress there gives the copied position, the syncs there
+    re-translate each checkpoint; the source is not read, so the age of missing records is unknown."""
+    from include.mirrorflow.failover.plan import plan_failover
+    from include.mirrorflow.failover.report import render_markdown, summary
+
+    primary, topic, flow = setup["primary"], setup["topic"], setup["flow"]
+    remote = f"primary.{topic}"
+    produce(primary, topic, [{"value": b"late-%d" % i, "partition": 0} for i in range(10)])
+    ahead = f"{setup['group']}-ahead"
+    commit(primary, ahead, {(topic, 0): 32})
+    emit_checkpoints(flow)  # checkpoint 32 -> the copy's end on the target: 7 records beyond the copy
+
+    dry = plan_failover(flow, mode="disaster", groups=ahead, dry_run=True)
+    [row] = dry.groups[0].partitions
+    end = max(r.offset for r in read_all(setup["backup"], remote) if r.partition == 0) + 1
+    assert (row.kind, row.copied_position, row.target_offset, row.outcome) == ("checkpoint", 25, end, "not-yet-copied")
+    assert (row.missing_records, row.re_read_records, row.missing_age_seconds) == (7, 0, None)
+    assert summary(dry)["advice"] == (
+        "7 records in 1 partition were not copied before the source failed (age unknown: the source is not read "
+        "in a disaster): if the source can come back, bring it back and run a planned failover; otherwise accept "
+        "7 records missing on the target."
+    )
+    assert (
+        f"| {remote} | 0 | 32 | 25 | {end:,} | not yet copied: 7 records (age unknown: the source is not read in a "
+        f"disaster) | - | would move to {end:,} |"
+    ) in render_markdown(dry)
+
+    # The copy catches up but no checkpoint follows: the checkpoint's target offset is now behind the copy of
+    # record 32, so the group would read again what was copied in between.
+    assert replicate(setup["config"], "primary->backup", None, LocalExecutor()).ok
+    stale = plan_failover(flow, mode="disaster", groups=ahead, dry_run=True)
+    [row] = stale.groups[0].partitions
+    landed = {r.value: r.offset for r in read_all(setup["backup"], remote) if r.partition == 0}
+    value_32 = {r.offset: r.value for r in read_all(primary, topic) if r.partition == 0}[32]
+    assert (row.copied_position, row.target_offset, row.outcome) == (35, end, "re-read")
+    assert landed[value_32] > end  # the checkpoint resumes before the copy of record 32...
+    assert (row.re_read_records, row.missing_records) == (7, 0)  # ...so records 25..31 are read again
+    assert summary(stale)["advice"].startswith(
+        f"Nothing missing, but consumers re-read up to {row.re_read_records} records"
+    )
 
 
 def test_failback_copies_the_outage_back_and_the_group_resumes_at_home(setup: dict[str, Any], airflow_db: None) -> None:

@@ -228,16 +228,21 @@ def copied_positions(flow: FlowConfig, timeout: float) -> dict[tuple[str, int], 
 
 
 def checkpoint_rereads(translator: OffsetTranslator, source_topic: str, p: PartitionMove) -> int:
-    """Records a group resuming at a checkpoint's target offset reads again, from today's translation.
+    """Records a group resuming at a checkpoint's target offset reads again (counted on the source).
 
-    A checkpoint records where the group would resume when it was written, not how exact that was. The
-    same committed offset translated now says it: its own re-reads, plus whatever the copy added after
-    the checkpoint's target offset and before the record the group reads next (it consumed those already).
+    A checkpoint records where the group would resume when it was written, not how exact that was, and the
+    copy may have gone on since. Mapping the checkpoint's target offset back through the copied runs gives
+    the source record the group would resume at: everything from there to its committed offset it reads
+    again (or, past the copied position, lacks: ``classify`` moves those to missing). Without runs (syncs
+    written by MM2) today's translation of the committed offset stands in, counting target offsets.
     """
-    t = translator.translate(source_topic, p.partition, p.source_offset)
-    if t.downstream is None or p.target_offset is None:
+    if p.target_offset is None:
         return 0
-    return t.rereads + max(0, t.downstream - p.target_offset)
+    back = translator.translate_back(source_topic, p.partition, p.target_offset)
+    if back.downstream is not None:
+        return max(0, p.source_offset - back.downstream)
+    t = translator.translate(source_topic, p.partition, p.source_offset)
+    return 0 if t.downstream is None else t.rereads + max(0, t.downstream - p.target_offset)
 
 
 def assess_plan(flow: FlowConfig, plan: FailoverPlan, translator: OffsetTranslator | None, timeout: float) -> None:
