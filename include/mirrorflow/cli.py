@@ -168,7 +168,14 @@ def _status(args: argparse.Namespace) -> int:
     except KeyError as exc:  # an unknown family
         print(exc.args[0], file=sys.stderr)
         return 1
-    print(json.dumps({"flows": [st.to_dict() for st in statuses]}, indent=2) if args.json else render_text(statuses))
+    if args.prometheus:
+        from .metrics import render
+
+        print(render(statuses), end="")
+    elif args.json:
+        print(json.dumps({"flows": [st.to_dict() for st in statuses]}, indent=2))
+    else:
+        print(render_text(statuses))
     for line in (e for st in statuses for e in st.errors if e.startswith("error: cluster")):
         print(line, file=sys.stderr)
     return 2 if any(st.unreachable for st in statuses) else 0
@@ -364,7 +371,13 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--config", required=True, help="mm2.properties file")
     status.add_argument("--flow", help="SOURCE->TARGET (default: every enabled flow)")
     status.add_argument("--family", help="only this family's partitions")
-    status.add_argument("--json", action="store_true", help="machine-readable output")
+    shape = status.add_mutually_exclusive_group()
+    shape.add_argument("--json", action="store_true", help="machine-readable output")
+    shape.add_argument(
+        "--prometheus",
+        action="store_true",
+        help="Prometheus text format (the page's /metrics figures; e.g. for node_exporter's textfile collector)",
+    )
     _add_debug(status)
     status.set_defaults(func=_status)
 

@@ -18,6 +18,10 @@ Definitions (the README's "Status" section says the same):
   ``copied_position``); the next run reports them as a loss event and goes on from the log start.
 - ``progress_written_ms``: when the copy last moved the partition (the stored progress record's timestamp).
 
+Per family, ``last_run`` and per flow ``runs``: the runs' own summaries, read back from their lock release
+records on the target (``replication/history.py``: start, duration, records, result, lag at the end), for the
+last :data:`HISTORY_HOURS` hours; per partition, ``loss_events``: the data losses those runs reported.
+
 Per flow, ``groups``: the consumer groups with checkpoints on the target, and how many of their
 checkpointed partitions translate exactly (the checkpoint holds the exact translation the copied runs give:
 a consumer that fails over re-reads nothing); the others name their re-reads (see ``checkpoints``).
@@ -53,6 +57,12 @@ ERROR = "error"
 #: Checkpointed partitions that are not exact, listed per flow (worst first).
 NOT_EXACT_SHOWN = 10
 
+#: How far back the run history is read (the lock topic keeps at least 24 hours).
+HISTORY_HOURS = 24
+
+#: Runs kept per family in ``runs`` (newest): enough for a chart, small enough for a page every 15 s.
+RUNS_PER_FAMILY = 60
+
 #: How many partitions a family lists as its worst.
 WORST = 5
 
@@ -77,6 +87,7 @@ class PartitionStatus:
     error: str | None = None
     lost_records: int = 0
     progress_written_ms: int | None = None
+    loss_events: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -86,6 +97,7 @@ class FamilyStatus:
     family: str
     partitions: list[PartitionStatus] = field(default_factory=list)
     schedule: str | None = None
+    last_run: dict[str, Any] | None = None
 
     @property
     def lag_records(self) -> int:
@@ -103,6 +115,7 @@ class FamilyStatus:
         return {
             "family": self.family,
             "schedule": self.schedule,
+            "last_run": self.last_run,
             "lag_records": self.lag_records,
             "lost_records": sum(p.lost_records for p in self.partitions),
             "max_lag_seconds": self.max_lag_seconds,
@@ -126,6 +139,7 @@ class FlowStatus:
     checkpoints: dict[str, Any] = field(default_factory=dict)
     groups: dict[str, Any] = field(default_factory=dict)
     failover: dict[str, Any] = field(default_factory=dict)
+    runs: dict[str, Any] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     unreachable: list[str] = field(default_factory=list)
     seconds: float = 0.0
@@ -147,6 +161,7 @@ class FlowStatus:
             "checkpoints": self.checkpoints,
             "groups": self.groups,
             "failover": self.failover,
+            "runs": self.runs.get("runs", []),
             "errors": self.errors,
             "unreachable": self.unreachable,
         }
@@ -379,11 +394,10 @@ def checkpoint_status(flow: FlowConfig, timeout: float) -> dict[str, Any]:
 
 
 def groups_status(flow: FlowConfig, timeout: float) -> dict[str, Any]:
-    """The groups with checkpoints on the target and how many of their partitions translate exactly.
+    """Every checkpoint on the target with what the copied runs say of it now (see :func:`summarize_groups`).
 
-    A checkpoint is exact when the copied runs translate its upstream offset exactly to the downstream
-    offset it holds: a consumer failing over to it re-reads nothing and skips nothing. The others name
-    what the translation says now (approximate: at most N records re-read).
+    ``rows`` is internal: :func:`flow_status` replaces this part with the summary once the copied positions
+    are known.
     """
     from .checkpoints.emit import read_checkpoints, read_translator, remote_topic
 
@@ -392,35 +406,109 @@ def groups_status(flow: FlowConfig, timeout: float) -> dict[str, Any]:
         checkpoints = read_checkpoints(flow, timeout)
         translator = translator_future.result()
     source_of = {remote_topic(flow, topic): topic for topic, _ in translator.partitions()}
-    groups: dict[str, bool] = {}
-    exact = 0
-    not_exact: list[dict[str, Any]] = []
+    rows = []
     for (group, remote, partition), cp in sorted(checkpoints.items()):
         source = source_of.get(remote)
         t = None if source is None else translator.translate(source, partition, cp.upstream_offset)
-        is_exact = t is not None and t.kind == "exact" and t.downstream == cp.downstream_offset
-        exact += is_exact
-        groups[group] = groups.get(group, True) and is_exact
-        if not is_exact:
-            not_exact.append(
-                {
-                    "group": group,
-                    "topic": remote,
-                    "partition": partition,
-                    "upstream_offset": cp.upstream_offset,
-                    "downstream_offset": cp.downstream_offset,
-                    "kind": "unknown" if t is None else t.kind,
-                    "rereads": None if t is None else t.rereads,
-                }
+        if t is None or t.downstream is None:
+            rereads = 0
+        elif t.kind == "exact":  # a checkpoint older than today's exact answer re-reads the difference
+            rereads = max(0, t.downstream - cp.downstream_offset)
+        else:
+            rereads = t.rereads
+        rows.append(
+            {
+                "group": group,
+                "topic": remote,
+                "source_topic": source,
+                "partition": partition,
+                "upstream_offset": cp.upstream_offset,
+                "downstream_offset": cp.downstream_offset,
+                "translated": t is not None and t.downstream is not None,
+                "rereads": rereads,
+            }
+        )
+    return {"rows": rows}
+
+
+def summarize_groups(rows: list[dict[str, Any]], copied: dict[tuple[str, int], int | None]) -> dict[str, Any]:
+    """Per checkpoint the failover outcome, said as the failover report says it (pure: unit-tested).
+
+    ``exact``: a consumer failing over now resumes on the copy of the record it would read next; ``re-read``:
+    it reads up to N records again; ``not-yet-copied``: it committed past the copied position, so N records are
+    not on the target yet (missing until copied); ``untranslated``: no offset sync says anything about it.
+    ``copied`` is the copied position per source (topic, partition) (None or absent: unknown).
+    """
+    from .failover.outcome import classify
+
+    groups: dict[str, bool] = {}
+    counts = {"exact": 0, "re-read": 0, "not-yet-copied": 0, "untranslated": 0}
+    others: list[dict[str, Any]] = []
+    for row in rows:
+        position = copied.get((row["source_topic"], row["partition"])) if row["source_topic"] else None
+        target = row["downstream_offset"] if row["translated"] else None
+        c = classify(row["upstream_offset"], target, row["rereads"], position)
+        counts[c.outcome] += 1
+        groups[row["group"]] = groups.get(row["group"], True) and c.outcome == "exact"
+        if c.outcome != "exact":
+            shown = {k: row[k] for k in ("group", "topic", "partition", "upstream_offset", "downstream_offset")}
+            others.append(
+                {**shown, "outcome": c.outcome, "re_read_records": c.re_read_records, "missing_records": c.missing_records}
             )
-    not_exact.sort(key=lambda row: -(row["rereads"] or 0))
+    others.sort(key=lambda r: (-r["missing_records"], -r["re_read_records"], r["group"], r["topic"], r["partition"]))
     return {
         "groups": len(groups),
         "groups_exact": sum(groups.values()),
-        "partitions": len(checkpoints),
-        "partitions_exact": exact,
-        "not_exact": not_exact[:NOT_EXACT_SHOWN],
+        "partitions": len(rows),
+        "partitions_exact": counts["exact"],
+        "outcomes": counts,
+        "not_exact": others[:NOT_EXACT_SHOWN],
     }
+
+
+def runs_status(flow: FlowConfig, timeout: float) -> dict[str, Any]:
+    """The flow's runs of the last :data:`HISTORY_HOURS` hours, oldest first, as their release records tell."""
+    from .replication.history import read_run_history
+
+    since_ms = int((time.time() - HISTORY_HOURS * 3600) * 1000)
+    consumer = clients.client_properties(flow, "target", "consumer")
+    records = read_run_history(consumer, flow.name, since_ms, timeout)
+    runs = [{"released_ms": r.released_ms, "scope": list(r.scope), "run": r.run} for r in records]
+    return {"runs": _newest_per_family(runs, [f.name for f in flow.families])}
+
+
+def _newest_per_family(runs: list[dict[str, Any]], families: list[str]) -> list[dict[str, Any]]:
+    """The runs that are among the newest :data:`RUNS_PER_FAMILY` of some family (order kept)."""
+    keep: set[int] = set()
+    for family in families:
+        covering = [i for i, r in enumerate(runs) if "*" in r["scope"] or family in r["scope"]]
+        keep.update(covering[-RUNS_PER_FAMILY:])
+    return [r for i, r in enumerate(runs) if i in keep]
+
+
+def attach_runs(families: list[FamilyStatus], runs: list[dict[str, Any]]) -> None:
+    """Each family's last run, and each partition's loss events, from the runs' summaries (pure)."""
+    for fam in families:
+        covering = [r for r in runs if "*" in r["scope"] or fam.family in r["scope"]]
+        if covering:
+            last = covering[-1]
+            summary = last["run"]
+            own = (summary.get("families") or {}).get(fam.family, {})
+            fam.last_run = {
+                "released_ms": last["released_ms"],
+                "started_ms": summary.get("started_ms"),
+                "seconds": summary.get("seconds"),
+                "result": summary.get("result"),
+                "records": own.get("records", summary.get("records")),
+                "lag_records": own.get("lag_records", summary.get("lag_records")),
+                "max_lag_seconds": own.get("max_lag_seconds", summary.get("max_lag_seconds")),
+            }
+        by_partition = {(p.topic, p.partition): p for p in fam.partitions}
+        for run in covering:
+            for event in run["run"].get("loss_events") or []:
+                part = by_partition.get((event.get("topic"), event.get("partition")))
+                if part is not None:
+                    part.loss_events.append({**event, "released_ms": run["released_ms"]})
 
 
 def failover_status(flow: FlowConfig, timeout: float) -> dict[str, Any]:
@@ -469,12 +557,13 @@ def flow_status(flow: FlowConfig, family: str | None = None, timeout: float | No
     step = STEP_TIMEOUT_S  # only clusters that answered the check are read
     target_up = flow.target not in status.unreachable
     down = f"cluster '{flow.target}' (target of {flow.name}) did not answer"
-    with ThreadPoolExecutor(4, thread_name_prefix="status") as pool:
+    with ThreadPoolExecutor(5, thread_name_prefix="status") as pool:
         parts = {
             "heartbeat": (heartbeat_status, "heartbeat age"),
             "checkpoints": (checkpoint_status, "checkpoint age"),
             "groups": (groups_status, "checkpointed groups"),
             "failover": (failover_status, "failover state"),
+            "runs": (runs_status, "run history"),
         }
         futures = {
             name: pool.submit(_guard, what, flow.target, lambda fn=fn: fn(flow, step))
@@ -498,6 +587,10 @@ def flow_status(flow: FlowConfig, family: str | None = None, timeout: float | No
             setattr(status, name, value)
             if "error" in value and name in futures:
                 status.errors.append(value["error"])
+    attach_runs(status.families, status.runs.get("runs", []))
+    if "rows" in status.groups:
+        copied = {(p.topic, p.partition): p.copied_position for p in status.partitions}
+        status.groups = summarize_groups(status.groups["rows"], copied)
     status.seconds = time.monotonic() - started
     return status
 
@@ -540,7 +633,7 @@ def render_text(statuses: list[FlowStatus], limit: int | None = 50) -> str:
         for fam in st.families:
             out.append(
                 f"  family {fam.family}: {len(fam.partitions)} partition(s), lag {fam.lag_records:,} record(s), "
-                f"max {_age(fam.max_lag_seconds)}"
+                f"max {_age(fam.max_lag_seconds)}; {_last_run(fam.last_run, st.checked_at_ms)}"
             )
         shown_errors = (hb.get("error"), cp.get("error"), fo.get("error"), st.groups.get("error"))
         out += [f"  {e}" for e in st.errors if e not in shown_errors]
@@ -560,8 +653,19 @@ def render_text(statuses: list[FlowStatus], limit: int | None = 50) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
+def _last_run(run: dict[str, Any] | None, now_ms: int) -> str:
+    """``last run 42.0 s ago: ok, 1,200 record(s) in 3.1 s`` (or that none is on record)."""
+    if not run:
+        return f"no run in the last {HISTORY_HOURS} h"
+    ago = max(0.0, (now_ms - run["released_ms"]) / 1000)
+    return (
+        f"last run {_age(ago)} ago: {run.get('result')}, {run.get('records') or 0:,} record(s) "
+        f"in {_age(run.get('seconds'))}"
+    )
+
+
 def _groups_line(groups: dict[str, Any]) -> str:
-    """``3 group(s) with checkpoints; 10 of 12 partition(s) exact; worst: g[0] re-reads up to 40``."""
+    """``3 group(s) with checkpoints, 2 exact; 3 of 4 partition(s) exact; worst: g t[1] not yet copied: 40``."""
     if "error" in groups or not groups:
         return groups.get("error", "-")
     if not groups["groups"]:
@@ -572,8 +676,11 @@ def _groups_line(groups: dict[str, Any]) -> str:
     )
     worst = groups["not_exact"][0] if groups["not_exact"] else None
     if worst is not None:
-        rereads = "?" if worst["rereads"] is None else f"{worst['rereads']:,}"
-        line += f"; worst: {worst['group']} {worst['topic']}[{worst['partition']}] {worst['kind']}, re-reads up to {rereads}"
+        what = {
+            "not-yet-copied": f"not yet copied: {worst['missing_records']:,} record(s)",
+            "re-read": f"re-reads {worst['re_read_records']:,}",
+        }.get(worst["outcome"], worst["outcome"])
+        line += f"; worst: {worst['group']} {worst['topic']}[{worst['partition']}] {what}"
     return line
 
 
@@ -595,5 +702,6 @@ __all__ = [
     "groups_status",
     "partition_status",
     "render_text",
+    "summarize_groups",
     "worst_first",
 ]

@@ -176,5 +176,5 @@ def test_groups_with_checkpoints_and_how_many_translate_exactly(kafka_clusters: 
     assert groups["groups"] == len(written) and groups["partitions"] == len(written)
     assert (groups["groups_exact"], groups["partitions_exact"]) == (2, 2)
     assert [row["group"] for row in groups["not_exact"]] == sorted(written - {f"{prefix}-inside", f"{prefix}-end"})
-    for row in groups["not_exact"]:
-        assert row["kind"] != "exact" and row["upstream_offset"] == 13
+    for row in groups["not_exact"]:  # committed 13, copied to 10: 3 records not on the target yet
+        assert (row["outcome"], row["missing_records"], row["upstream_offset"]) == ("not-yet-copied", 3, 13)

@@ -12,6 +12,7 @@ from include.mirrorflow.status import (
     FlowStatus,
     partition_status,
     render_text,
+    summarize_groups,
     worst_first,
 )
 from include.mirrorflow.topics import TopicPlan
@@ -79,18 +80,40 @@ def test_records_deleted_before_they_were_copied_are_lost_not_lag() -> None:
     assert worst_first([behind, p]) == [p, behind]  # a loss is worse than any lag
 
 
-def test_the_table_says_how_many_groups_translate_exactly() -> None:
-    st = FlowStatus("primary->backup", NOW_MS)
-    st.groups = {
-        "groups": 3,
-        "groups_exact": 2,
-        "partitions": 4,
-        "partitions_exact": 3,
-        "not_exact": [{"group": "g", "topic": "primary.t", "partition": 1, "kind": "approximate", "rereads": 40}],
-    }
+def test_groups_say_what_a_failover_now_would_do_per_checkpoint() -> None:
+    def row(group: str, partition: int, upstream: int, downstream: int, rereads: int = 0, translated: bool = True):
+        return {
+            "group": group,
+            "topic": "primary.t",
+            "source_topic": "t",
+            "partition": partition,
+            "upstream_offset": upstream,
+            "downstream_offset": downstream,
+            "translated": translated,
+            "rereads": rereads,
+        }
+
+    rows = [
+        row("exact", 0, 10, 12),
+        row("exact", 1, 5, 5),
+        row("rereads", 0, 8, 9, rereads=3),  # an approximate translation inside the copy
+        row("ahead", 1, 60, 41, rereads=20),  # committed 60, copied to 40: 20 not on the target yet
+        row("nothing", 2, 7, 0, translated=False),
+    ]
+    summary = summarize_groups(rows, {("t", 0): 30, ("t", 1): 40, ("t", 2): 0})
+    assert (summary["groups"], summary["groups_exact"], summary["partitions"], summary["partitions_exact"]) == (4, 1, 5, 2)
+    assert summary["outcomes"] == {"exact": 2, "re-read": 1, "not-yet-copied": 1, "untranslated": 1}
+    worst = summary["not_exact"][0]
+    assert (worst["group"], worst["outcome"], worst["missing_records"], worst["re_read_records"]) == (
+        "ahead",
+        "not-yet-copied",
+        20,
+        0,
+    )
+    st = FlowStatus("primary->backup", NOW_MS, groups=summary)
     assert (
-        "groups:      3 group(s) with checkpoints, 2 exact; 3 of 4 partition(s) translate exactly; "
-        "worst: g primary.t[1] approximate, re-reads up to 40"
+        "groups:      4 group(s) with checkpoints, 1 exact; 2 of 5 partition(s) translate exactly; "
+        "worst: ahead primary.t[1] not yet copied: 20 record(s)"
     ) in render_text([st])
-    st.groups = {"groups": 0, "groups_exact": 0, "partitions": 0, "partitions_exact": 0, "not_exact": []}
+    st.groups = summarize_groups([], {})
     assert "groups:      no checkpoints on the target yet" in render_text([st])
