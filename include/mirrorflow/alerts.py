@@ -199,6 +199,7 @@ def alert_payload(
     return {
         "source": "mirrorflow",
         "kind": kind,
+        "reason": "heartbeat",  # a lag alert says "lag" (lag_alerts.py): same keys, another cause
         "flow": flow,
         "fresh": _is_fresh(freshness),
         "age_s": freshness.get("age_s"),

@@ -21,8 +21,9 @@ import inspect
 import logging
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseNotifier, Variable
 from airflow.sdk.log import mask_secret
@@ -37,6 +38,10 @@ from include.mirrorflow.alerts import (
     post_webhook,
 )
 from include.mirrorflow.config import FlowConfig
+from include.mirrorflow.lag_alerts import LagDecision, decide, lag_payload, states_from_dict, states_to_dict, thresholds
+
+if TYPE_CHECKING:  # status imports the Kafka client: not at DAG parse time
+    from include.mirrorflow.status import FlowStatus
 
 log = logging.getLogger(__name__)
 
@@ -203,13 +208,126 @@ def notify(
     return failed
 
 
+# ------------------------------------------------------------------------------------------- lag alerts
+
+
+def lag_state_key(source: str, target: str) -> str:
+    """``mirrorflow_lag_alert_state__<src>__<tgt>``: the lag alert state of every family of the flow, apart from
+    the heartbeat alert state (a lag breach and a heartbeat outage are separate incidents)."""
+    return f"mirrorflow_lag_alert_state__{source}__{target}"
+
+
+def load_lag_states(source: str, target: str) -> dict[str, AlertState]:
+    """Per family, the previous evaluation's state (families never evaluated are absent)."""
+    return states_from_dict(Variable.get(lag_state_key(source, target), default=None, deserialize_json=True))
+
+
+def save_lag_states(source: str, target: str, states: Mapping[str, AlertState]) -> None:
+    Variable.set(
+        lag_state_key(source, target),
+        states_to_dict(states),
+        description=f"mirrorflow: lag alert state of {source}->{target} per family (written by heartbeats DAG)",
+        serialize_json=True,
+    )
+
+
+def _unmeasured(item: LagDecision) -> str | None:
+    """Why a family has no lag verdict (None: it has one)."""
+    lag = item.lag
+    return lag.error or (f"{lag.unmeasured} partition(s) in error" if lag.unmeasured else None)
+
+
+def _lag_row(item: LagDecision, failed: list[str]) -> dict[str, Any]:
+    """What the task returns for one family: flat and JSON-ready, like the heartbeat ``alert`` task's result."""
+    lag, decision = item.lag, item.decision
+    worst = lag.over[0] if lag.over else lag.worst
+    state = decision.state if decision is not None else item.previous
+    return {
+        "family": lag.family,
+        "verdict": item.verdict,
+        "threshold_s": lag.threshold_s,
+        "worst": None if worst is None else f"{worst.topic}[{worst.partition}]",
+        "lag_seconds": None if worst is None else worst.lag_seconds,
+        "lag_records": None if worst is None else worst.lag_records,
+        "partitions_over": len(lag.over),
+        "unmeasured": _unmeasured(item),
+        "kind": None if decision is None else decision.kind,
+        "message": None if decision is None else decision.message,
+        "replayed": bool(decision and decision.replayed),
+        "failed_channels": failed,
+        "since": _clock(state.since_ms) if state is not None else None,
+        "last_sent_kind": None if state is None else state.sent_kind,
+        "last_sent_at": None if state is None else _clock(state.sent_at_ms),
+        "last_sent_by": None if state is None else state.sent_by,
+    }
+
+
+def evaluate_lag_and_notify(
+    flow: FlowConfig, status: FlowStatus, context: Mapping[str, Any], *, run_id: str
+) -> dict[str, Any]:
+    """The ``lag_alerts`` task: per family, decide, deliver what is new (once per DAG run), record it.
+
+    As :func:`evaluate_and_notify` for heartbeats: the states are saved right after each notification, with
+    ``run_id`` as the sender, so a retried task reports that notification (``replayed``) instead of sending it
+    again. Families whose threshold was removed are dropped from the state (no recovery is sent for them: the
+    threshold that was breached no longer exists). Never triggers a failover: lag is not an outage.
+    """
+    limits = thresholds(flow)
+    previous = load_lag_states(flow.source, flow.target)
+    states = {family: state for family, state in previous.items() if family in limits}
+    dirty = states != previous
+    rows: list[dict[str, Any]] = []
+    for item in decide(status, limits, previous, by=run_id):
+        decision, failed = item.decision, []
+        if decision is None:
+            log.warning("%s family %s: lag not measured: %s", flow.name, item.lag.family, _unmeasured(item))
+        elif decision.replayed:
+            log.warning(
+                "%s family %s: this lag %s was sent by an earlier try of this run (%s): reported again, not sent again",
+                flow.name,
+                item.lag.family,
+                decision.kind,
+                run_id,
+            )
+        elif decision.kind is not None and decision.message is not None:
+            payload = lag_payload(
+                flow.name, item.lag, kind=decision.kind, message=decision.message, checked_at_ms=status.checked_at_ms
+            )
+            failed = notify(flow, decision.kind, payload, context)
+            sent = decision.state.sent(
+                decision.kind, decision.message, by=run_id, at_ms=int(time.time() * 1000), failed=failed
+            )
+            states[item.lag.family] = sent
+            save_lag_states(flow.source, flow.target, states)
+            item = LagDecision(item.lag, replace(decision, state=sent), item.previous)
+        elif decision.state != item.previous:
+            states[item.lag.family] = decision.state
+            dirty = True
+        rows.append(_lag_row(item, failed))
+    if dirty:
+        save_lag_states(flow.source, flow.target, states)
+    return {
+        "families": rows,
+        "over": [r["family"] for r in rows if r["verdict"] == "over"],
+        "sent": [r["kind"] for r in rows if r["kind"] is not None and not r["replayed"]],
+        "measured": any(r["verdict"] != "unmeasured" for r in rows),
+        "errors": list(status.errors),
+        "status_seconds": round(status.seconds, 3),
+        "channels": channels(flow),
+    }
+
+
 __all__ = [
     "alert_state_key",
     "call_notifier",
     "channels",
     "evaluate_and_notify",
+    "evaluate_lag_and_notify",
+    "lag_state_key",
+    "load_lag_states",
     "load_object",
     "load_state",
     "notify",
+    "save_lag_states",
     "save_state",
 ]

@@ -10,6 +10,13 @@ Last, ``verdict`` fails while the flow is STALE, so the run is red for as long a
 
     emit_heartbeats → watch_freshness → alert → failover_wanted → trigger_failover
                                               ↘ verdict
+    lag_alerts   (only when a lag threshold is configured: mirrorflow.alerts.lag.max.seconds)
+
+Why lag alerts live here and not in the checkpoints DAG: this DAG is the flow's alerting DAG (channels,
+state, retries), it runs on its own clock every minute, and the checkpoints DAG also runs right after each
+mirror run (its asset trigger), when the lag is at its lowest: measured there, a family that falls further
+behind between runs would look better than it is. ``lag_alerts`` is apart from the heartbeat tasks: it
+starts with the run (not after the watch), and nothing downstream of it triggers a failover.
 
 Why a separate ``verdict`` leaf instead of failing ``alert``: Airflow derives a run's state from its leaf
 tasks only (a failed ``alert`` followed by a skipped ``trigger_failover`` is a green run), and
@@ -27,10 +34,12 @@ from typing import Any
 
 from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
 from airflow.sdk import DAG, TriggerRule, get_current_context, task
-from airflow.sdk.exceptions import AirflowFailException, AirflowRuntimeError
+from airflow.sdk.exceptions import AirflowFailException, AirflowRuntimeError, AirflowSkipException
 
 from include.mirrorflow.config import FlowConfig, Schedule
+from include.mirrorflow.config.keys import ALERTS_LAG_MAX_SECONDS
 from include.mirrorflow.config.model import parse_schedule
+from include.mirrorflow.lag_alerts import family_key, thresholds
 from mirrorflow_airflow import alerting
 from mirrorflow_airflow.freshness import (
     DEFAULT_WATCH,
@@ -113,7 +122,28 @@ def _docs(flow: FlowConfig, watch: timedelta) -> str:
             ),
             "",
             "`verdict` fails while the flow is STALE: the run is red for as long as the outage lasts.",
+            "",
+            _lag_docs(flow),
         ]
+    )
+
+
+def _lag_docs(flow: FlowConfig) -> str:
+    """The doc_md paragraph on lag alerts: the thresholds in force, or how to turn them on."""
+    limits = thresholds(flow)
+    if not limits:
+        return (
+            f"Lag alerts are off: set `{ALERTS_LAG_MAX_SECONDS}` (seconds; per family "
+            f"`{family_key('<name>')}`) and a `lag_alerts` task measures the flow's lag every run."
+        )
+    shown = ", ".join(f"`{family}` {seconds} s" for family, seconds in limits.items())
+    return (
+        f"`lag_alerts` measures the lag of every partition (as `mirrorflow status` does) against `{ALERTS_LAG_MAX_SECONDS}` "
+        f"(per family: {shown}) and sends one alert per family when one of its partitions is further behind (its "
+        "oldest record not copied is older than the threshold) and one recovery when all are back under, through the "
+        "same channels, "
+        f"remembering the state in the Variable `{alerting.lag_state_key(flow.source, flow.target)}`. A lag alert "
+        "never triggers a failover, nor fails the run."
     )
 
 
@@ -224,7 +254,37 @@ def build_heartbeats_dag(flow: FlowConfig, config_file: Path, *, watch: timedelt
         emit_heartbeats() >> watch_freshness >> result
         failover_wanted(result) >> trigger_failover
         verdict(result)
+        if thresholds(flow):  # no threshold, no task: lag alerts cost nothing by default
+            lag_alerts_task(flow, config_file)
     return dag
+
+
+def lag_alerts_task(flow: FlowConfig, config_file: Path) -> Any:
+    """The ``lag_alerts`` task of the flow's heartbeats DAG (a leaf of its own: no failover, no verdict)."""
+    name = flow.name
+
+    @task(task_id="lag_alerts")
+    def lag_alerts() -> dict[str, Any]:
+        """One alert per family whose lag goes over its threshold, one recovery when it is back under.
+
+        Re-reads the configuration, so a threshold removed since the DAG was parsed skips the measurement.
+        Fails only when nothing could be measured (a cluster down): the states are kept, so a recovery is
+        never announced for a lag nobody saw end.
+        """
+        from include.mirrorflow.status import flow_status  # the Kafka client: at run time, not at parse time
+
+        context = get_current_context()
+        current = MirrorflowHook(config_file).flow(name)
+        if not thresholds(current):
+            raise AirflowSkipException(f"{name}: no lag threshold ({ALERTS_LAG_MAX_SECONDS}) is configured any more")
+        status = flow_status(current)
+        log.info("%s: lag measured in %.2f s", name, status.seconds)
+        result = alerting.evaluate_lag_and_notify(current, status, context, run_id=context["run_id"])
+        if not result["measured"]:
+            raise AirflowFailException(f"{name}: lag not measured: {'; '.join(result['errors']) or 'see the log'}")
+        return result
+
+    return lag_alerts()
 
 
 def heartbeats_dags(config_file: str | Path | None = None) -> dict[str, DAG]:

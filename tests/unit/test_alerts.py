@@ -88,6 +88,7 @@ def test_alert_payload() -> None:
     assert payload == {
         "source": "mirrorflow",
         "kind": "alert",
+        "reason": "heartbeat",
         "flow": "primary->backup",
         "fresh": False,
         "age_s": 12,

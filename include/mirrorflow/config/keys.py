@@ -20,6 +20,9 @@ DELIVERY = "mirrorflow.delivery"
 DELIVERY_MODES = ("exactly-once", "at-least-once")
 DEFAULT_FAMILY = "default"
 HEARTBEATS_POLICIES = ("alert", "auto-failover")
+#: Lag alerts: the flow's key, and the same setting as a family attribute (``mirrorflow.family.<name>.<attr>``).
+ALERTS_LAG_MAX_SECONDS = "mirrorflow.alerts.lag.max.seconds"
+FAMILY_LAG_ATTRIBUTE = "alerts.lag.max.seconds"
 
 # Integer ranges of the places values end up in: Kafka's wire types (INT16 replication factors, INT32
 # partition counts) and the C ints of librdkafka and Python's C extensions. A value outside them
@@ -252,6 +255,20 @@ _SPECS = [
         "called on every alert and recovery",
     ),
     _k(
+        ALERTS_LAG_MAX_SECONDS,
+        "int",
+        None,  # unset: no lag alerts (and no lag measured)
+        "lag alert threshold in seconds: when the oldest source record not yet copied of a partition is older than "
+        "this (the 'lag s' of mirrorflow status), the heartbeats DAG sends one alert for the partition's family and "
+        "one recovery when every partition of the family is back under it (log, webhook, notifiers; never a "
+        "failover); per flow as <src>-><tgt>.mirrorflow.alerts.lag.max.seconds, per family as "
+        "mirrorflow.family.<name>.alerts.lag.max.seconds, which wins over the flow's (0 turns it off for that "
+        "family); unset or 0: off. Checked on the heartbeats schedule, so only for flows with "
+        "emit.heartbeats.enabled",
+        minimum=0,
+        maximum=MAX_SECONDS,
+    ),
+    _k(
         "mirrorflow.progress.partitions",
         "int",
         "25",
@@ -274,7 +291,18 @@ CONNECTOR_KEYS: dict[str, KeySpec] = {s.name: s for s in _SPECS}
 FAMILY_ATTRIBUTES: dict[str, KeySpec] = {
     "topics": _k("topics", "list", None, "topics of the family (Java regexes, full match)"),
     "schedule": _k("schedule", "schedule", None, "Airflow schedule of the family's mirror DAG"),
+    FAMILY_LAG_ATTRIBUTE: _k(
+        FAMILY_LAG_ATTRIBUTE,
+        "int",
+        None,
+        f"the family's lag alert threshold in seconds, instead of the flow's {ALERTS_LAG_MAX_SECONDS} (0: off)",
+        minimum=0,
+        maximum=MAX_SECONDS,
+    ),
 }
+
+#: What the catch-all family ``default`` may set (its topics are whatever no other family claims).
+DEFAULT_FAMILY_ATTRIBUTES = ("schedule", FAMILY_LAG_ATTRIBUTE)
 
 TOP_LEVEL_KEYS: dict[str, KeySpec] = {
     "clusters": _k("clusters", "list", None, "cluster aliases"),

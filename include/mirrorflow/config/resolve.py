@@ -44,6 +44,7 @@ from .keys import (
     CLIENT_ROLES,
     CONNECTOR_KEYS,
     DEFAULT_FAMILY,
+    DEFAULT_FAMILY_ATTRIBUTES,
     DEPRECATED_ALIASES,
     FAMILIES,
     FAMILY_ATTRIBUTES,
@@ -555,15 +556,20 @@ class _Resolver:
         for key, setting in settings.items():
             if not key.startswith(FAMILY_PREFIX):
                 continue
-            fam, _, attr = key[len(FAMILY_PREFIX) :].rpartition(".")
+            # a family name has no dot (_FAMILY_NAME), an attribute may (alerts.lag.max.seconds)
+            fam, _, attr = key[len(FAMILY_PREFIX) :].partition(".")
             if attr == "schedule":
                 self._schedule_ok(setting)
             if attr not in FAMILY_ATTRIBUTES:
                 self._err_at(setting.origin, f"unknown family setting '{attr}' (known: {', '.join(FAMILY_ATTRIBUTES)})")
-            elif fam not in listed and not (fam == DEFAULT_FAMILY and attr == "schedule"):
+            elif fam not in listed and not (fam == DEFAULT_FAMILY and attr in DEFAULT_FAMILY_ATTRIBUTES):
                 self._err_at(
                     setting.origin, f"family '{fam}' is configured but not listed in {FAMILIES} of flow {name}"
                 )
+            elif FAMILY_ATTRIBUTES[attr].type == "int":
+                origin = setting.origin
+                entry = Entry(origin.key or key, setting.value, origin.file or self.path, origin.line or 1, origin.via)
+                self._valid(FAMILY_ATTRIBUTES[attr], entry)
         self._check_overlaps(name, result)
         return result
 
