@@ -28,7 +28,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 from include.mirrorflow.config import ConfigError, FlowConfig, Schedule, load_config
 from include.mirrorflow.config.describe import render_family_markdown
 from include.mirrorflow.config.location import config_path
-from include.mirrorflow.replication.report_text import headline, report_lines
+from include.mirrorflow.replication.report_text import headline, report_lines, seconds_text
 
 from .alerting import notify
 from .hooks import MirrorflowHook
@@ -149,18 +149,33 @@ def readable_xcoms(report: dict[str, Any]) -> dict[str, str | int | float | bool
     """
     rows = [
         f"{p['topic']}[{p['partition']}] -> {p['remote_topic']}: {p['records']} record(s), next {p['position']}, "
-        f"lag {p['lag']}, {p['status']}"
+        f"lag {p['lag']} ({seconds_text(p.get('lag_seconds'))} s), {p['status']}"
         for p in report.get("partitions") or []
-        if p.get("records") or p.get("status") not in ("up to date", "noop")
+        if p.get("records") or p.get("lag") or p.get("status") not in ("up to date", "noop")
     ]
     losses = [line.strip() for line in report_lines(report) if line.lstrip().startswith("LOSS")]
     return {
         "records": int(report.get("records") or 0),
         "lag": int(report.get("lag") or 0),
+        "max_lag_seconds": float(report.get("max_lag_seconds") or 0.0),
         "ok": bool(report.get("ok")),
         "partitions": "; ".join(rows) or "no partition copied anything",
         "loss_events": "; ".join(losses) or "none",
     }
+
+
+#: The run's figures an asset event carries: totals only. The event's extra is stored with every event in Airflow's
+#: database and handed to every run it triggers (the checkpoints DAG), so it must not grow with a family's partition
+#: count; per-partition figures are in XCom ``report``, and the cluster keeps per-family totals (history.py).
+EVENT_KEYS = ("flow", "family", "started_at", "seconds", "records", "lag", "max_lag_seconds", "ok")
+
+#: The figures of each partition in XCom ``report``.
+PARTITION_KEYS = ("topic", "partition", "remote_topic", "records", "position", "lag", "lag_seconds", "status")
+
+
+def event_extra(report: dict[str, Any]) -> dict[str, Any]:
+    """The run's totals (``EVENT_KEYS``); a figure an older report lacks is None."""
+    return {k: report.get(k) for k in EVENT_KEYS}
 
 
 def build_mirror_dag(flow: FlowConfig, family: str, config_file: Path) -> DAG:
@@ -213,11 +228,8 @@ def build_mirror_dag(flow: FlowConfig, family: str, config_file: Path) -> DAG:
             beside it, and an asset event for checkpoints."""
             from include.mirrorflow.alerts import run_event_payloads
 
-            summary = {k: report[k] for k in ("flow", "family", "started_at", "seconds", "records", "lag", "ok")}
-            partitions = [
-                {k: p[k] for k in ("topic", "partition", "remote_topic", "records", "position", "lag", "status")}
-                for p in report["partitions"]
-            ]
+            summary = event_extra(report)
+            partitions = [{k: p.get(k) for k in PARTITION_KEYS} for p in report["partitions"]]
             context = get_current_context()
             context["outlet_events"][asset].extra = summary
             log.info("%s", summary)

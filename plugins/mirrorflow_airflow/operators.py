@@ -15,7 +15,7 @@ Either way the task is a thin subclass of the Spark provider's ``SparkSubmitOper
 * hands cluster settings from Airflow connections to the app through the environment (never on the
   command line, which the Spark hook logs), and makes sure ``spark-submit`` and the executors' Python
   are this installation's,
-* returns the app's run report (per-partition records and lag) as the task's output (XCom),
+* returns the app's run report (per-partition records, lag in records and in seconds) as the task's output (XCom),
 * fails with the app's own words: when the app stops early (a cluster unreachable: one line naming it) or a
   partition fails, the report it leaves says why, and that becomes the task's failure message instead of the
   Spark hook's "Cannot execute: spark-submit ... Error code is: 2",

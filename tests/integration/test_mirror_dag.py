@@ -39,6 +39,22 @@ def recreate_topic(bootstrap: str, topic: str, partitions: int) -> None:
     create_topic(bootstrap, topic, partitions=partitions)
 
 
+def asset_event_extra(dag_id: str) -> dict[str, Any]:
+    """The extra of the newest asset event a task of ``dag_id`` emitted."""
+    from airflow.models.asset import AssetEvent
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        event = (
+            session.query(AssetEvent)
+            .filter(AssetEvent.source_dag_id == dag_id)
+            .order_by(AssetEvent.timestamp.desc())
+            .first()
+        )
+        assert event is not None, f"no asset event from {dag_id}"
+        return dict(event.extra)
+
+
 @pytest.mark.parametrize("engine", ["spark-submit", "spark-connect"])
 def test_dag_test_replicates_a_family_end_to_end_with_cluster_settings_from_a_connection(
     kafka_clusters: Any,
@@ -101,6 +117,13 @@ def test_dag_test_replicates_a_family_end_to_end_with_cluster_settings_from_a_co
     assert ti.xcom_pull(task_ids="publish_report", key="loss_events") == "none"
     assert {"submit", "engine", "lock", "copy", "shutdown"} <= set(report["phases"])  # where the time went
     assert report["phases"]["engine"] > 0
+    # Lag in seconds: 0 when caught up, per partition in the report, the maximum beside it and in the asset event,
+    # whose extra stays the run's totals (no partition list: it is stored with every event).
+    assert report["max_lag_seconds"] == 0.0 and {p["lag_seconds"] for p in report["partitions"]} == {0.0}
+    assert ti.xcom_pull(task_ids="publish_report", key="max_lag_seconds") == 0.0
+    assert "lag 0 (0 s)" in rows
+    extra = asset_event_extra(dag.dag_id)
+    assert extra["records"] == 40 and extra["max_lag_seconds"] == 0.0 and "partitions" not in extra
 
     # The topic is deleted and recreated with fewer records: the next run reports a reset, copies the new
     # incarnation, and the Airflow notifiers hear of it (the run itself POSTs the webhook).

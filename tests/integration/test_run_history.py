@@ -20,7 +20,7 @@ from include.mirrorflow.config import MirrorConfig, parse_config
 from include.mirrorflow.replication.executor import LocalExecutor
 from include.mirrorflow.replication.history import read_run_history
 from include.mirrorflow.replication.lock import LOCK_TOPIC
-from include.mirrorflow.replication.run import replicate
+from include.mirrorflow.replication.run import replicate, replicate_continuously
 from include.mirrorflow.replication.units import UnitResult, UnitSpec
 from tests.kafka_helpers import create_topic, produce, topic_exists
 
@@ -113,10 +113,18 @@ def test_lag_seconds_in_the_report_and_the_run_in_the_history(kafka_clusters: An
     assert run2["families"]["orders"] == {"records": 5, "lag_records": 0, "max_lag_seconds": 0.0, "partitions": 2}
     assert history[1].covers("payments") and not history[0].covers("payments")
     assert "pid" in history[0].holder
-    print(f"lag {parts[1].lag_seconds} s; history: {history}")
+    print(f"lag {parts[1].lag_seconds} s, finish {first.phases['finish']} s; history: {history}")
 
     # From a time between the runs: the second only.
     assert [r.run["records"] for r in read_run_history(consumer, flow_name, history[0].released_ms + 1, 10)] == [5]
+    # Continuous mode holds one lease across its batches: one release, with the batches' totals.
+    produce(kafka_clusters.primary, topic, [{"value": b"more", "partition": 0}] * 3)
+    since_ms = int(time.time() * 1000)
+    batches = replicate_continuously(config, flow_name, "orders", LocalExecutor(), 1.0)
+    assert batches.ok and batches.records == 3 and batches.batches >= 2
+    (continuous,) = read_run_history(consumer, flow_name, since_ms, 10)
+    assert continuous.scope == ("orders",)
+    assert (continuous.run["records"], continuous.run["lag_records"], continuous.run["result"]) == (3, 0, "ok")
     # From now on: nothing yet.
     assert read_run_history(consumer, flow_name, int(time.time() * 1000) + 60_000, 10) == []
 
@@ -128,4 +136,3 @@ def test_history_of_a_target_without_a_lock_topic_is_empty(kafka_clusters: Any) 
     consumer = {"bootstrap.servers": kafka_clusters.primary}
     assert read_run_history(consumer, f"nobody{uuid.uuid4().hex[:6]}->primary", 0, timeout=10) == []
     assert topic_exists(kafka_clusters.primary, LOCK_TOPIC) == existed
-
