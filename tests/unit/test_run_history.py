@@ -72,6 +72,8 @@ def test_the_result_says_failed_stopped_or_crashed() -> None:
         errors=["orders.eu[0]: DATA LOSS: ... stopped"],
     )
     assert run_summary(stopped, started_ms=0, seconds=1, family_of=family_of)["result"] == "stopped"
+    stopped["errors"].append("lost the run lock")  # another error besides the stop: failed
+    assert run_summary(stopped, started_ms=0, seconds=1, family_of=family_of)["result"] == "failed"
     assert run_summary(report(), started_ms=0, seconds=1, family_of=family_of, crashed=True)["result"] == "crashed"
     empty = run_summary({"partitions": []}, started_ms=0, seconds=0, family_of=family_of)
     assert (empty["records"], empty["max_lag_seconds"], empty["families"]) == (0, 0.0, {})
