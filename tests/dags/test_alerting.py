@@ -190,6 +190,7 @@ def test_the_heartbeats_dag_watches_alerts_and_may_fail_over(monkeypatch: pytest
         "failover_wanted": ["trigger_failover"],
         "trigger_failover": [],
         "verdict": [],  # a leaf: Airflow decides a run's state from its leaves, so a STALE verdict makes it red
+        "lag_alerts": [],  # the demo config sets mirrorflow.alerts.lag.max.seconds: on its own, never a failover
     }
     sensor = dag.get_task("watch_freshness")
     assert (sensor.deferrable, sensor.poke_interval, sensor.watch) == (True, 15, timedelta(seconds=50))

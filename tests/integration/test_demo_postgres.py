@@ -11,10 +11,15 @@ and every process is stopped by its recorded PID at the end.
 from __future__ import annotations
 
 import atexit
+import json
 import shutil
+import subprocess
+import sys
 import tempfile
 import threading
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -24,6 +29,7 @@ from typing import Any
 import pytest
 
 from include.mirrorflow.config import load_config
+from include.mirrorflow.demo.airflow_env import admin_login
 from include.mirrorflow.demo.airflow_server import FINISHED_STATES, AirflowServer
 from include.mirrorflow.demo.postgres import DB_NAME, PostgresServer
 from include.mirrorflow.demo.stack import DemoPaths, StartedHere, airflow_down, airflow_up, spark_pool_slots
@@ -33,6 +39,8 @@ from tests.integration.test_airflow_e2e import write_config
 from tests.kafka_helpers import create_topic, produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 POOL = "mirrorflow_spark"
 MIRROR = "mirror__primary__backup__busy"
@@ -50,6 +58,7 @@ class Cycle:
     seconds: list[float] = field(default_factory=list)  # each airflow_up, PostgreSQL included
     left_after_stop: list[int] = field(default_factory=list)  # session members after airflow_down
     running_after_stop: tuple[bool, bool] = (True, True)  # (Airflow, PostgreSQL)
+    config_file: Path | None = None
 
 
 def _reachable_tmpdir() -> Path:
@@ -70,12 +79,13 @@ def cycle(kafka_clusters: Any, spark_connect: str) -> Iterator[Cycle]:
         prefix,
         family="busy",
         extra=f"mirrorflow.spark.pool = {POOL}\n"
-        "checkpoints.topic.replication.factor = 1\nheartbeats.topic.replication.factor = 1\n",
+        "checkpoints.topic.replication.factor = 1\nheartbeats.topic.replication.factor = 1\n"
+        "mirrorflow.alerts.lag.max.seconds = 60\n",  # the Replication page shows a partition over it in red
     )
     config = load_config(config_file)
     port = free_port()
     database = PostgresServer(paths.postgres_dir)
-    result = Cycle(server=None, database=database, prefix=prefix)  # type: ignore[arg-type]
+    result = Cycle(server=None, database=database, prefix=prefix, config_file=config_file)  # type: ignore[arg-type]
     lines = result.lines
 
     def stop_all() -> None:
@@ -180,3 +190,101 @@ def test_unpause_and_trigger_failover_succeed_while_a_mirror_run_writes(cycle: C
 
     assert server.wait_for_run(MIRROR, run_id, timeout=300) == "success", f"see {server.home}/logs"
     assert server.wait_for_run(FAILOVER, failover_run, timeout=300) in FINISHED_STATES
+
+
+# ------------------------------------------------------------------------------------ the Replication page
+
+CHROMIUM = Path("/usr/bin/chromium")
+PAGE_ROWS = "tr[data-topic='{topic}'][data-partition='{partition}']"
+
+
+def _anonymous(server: AirflowServer, path: str, accept: str = "application/json") -> tuple[int, str]:
+    """(status, Location header) of a request without any credential; redirects are not followed."""
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+            return None
+
+    request = urllib.request.Request(server.url + path, headers={"Accept": accept})
+    try:
+        with urllib.request.build_opener(NoRedirect).open(request, timeout=30) as answer:
+            return answer.status, answer.headers.get("Location", "")
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers.get("Location", "")
+
+
+def _metrics(server: AirflowServer) -> dict[tuple[str, str, str], float]:
+    """``/mirrorflow/metrics`` with a bearer token, parsed by the Prometheus client's own parser."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    request = urllib.request.Request(
+        server.url + "/mirrorflow/metrics", headers={"Authorization": f"Bearer {server.token()}"}
+    )
+    with urllib.request.urlopen(request, timeout=60) as answer:
+        text = answer.read().decode()
+    return {
+        (s.name, s.labels.get("topic", ""), s.labels.get("partition", "")): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+@pytest.mark.timeout(600)
+def test_the_replication_page_shows_what_mirrorflow_status_measures(cycle: Cycle, kafka_clusters: Any) -> None:
+    """Records of known ages, never copied: the page (in Chromium, logged in through Airflow's form), the
+    metrics endpoint and ``mirrorflow status --json`` agree; without a login the page and the data are refused."""
+    server = cycle.server
+    topic = create_topic(kafka_clusters.primary, f"{cycle.prefix}.page", partitions=2)
+    now_ms = int(time.time() * 1000)
+    produce(kafka_clusters.primary, topic, [{"value": b"a", "partition": 0, "timestamp": now_ms - 120_000}] * 7)
+    produce(kafka_clusters.primary, topic, [{"value": b"b", "partition": 1, "timestamp": now_ms - 30_000}] * 3)
+
+    assert _anonymous(server, "/mirrorflow/api/status")[0] == 401
+    assert _anonymous(server, "/mirrorflow/metrics")[0] == 401
+    status, location = _anonymous(server, "/mirrorflow/", accept="text/html")
+    assert status == 303 and "/auth/login" in location  # a person is sent to Airflow's login
+
+    cli = subprocess.run(
+        [sys.executable, "-m", "include.mirrorflow.cli", "status", "--config", str(cycle.config_file), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO_ROOT,
+        check=False,
+    )
+    measured_at = time.time()
+    assert cli.returncode == 0, cli.stderr
+    [flow] = json.loads(cli.stdout)["flows"]
+    expected = {(p["topic"], p["partition"]): p for p in flow["partitions"] if p["topic"] == topic}
+    assert {k: v["lag_records"] for k, v in expected.items()} == {(topic, 0): 7, (topic, 1): 3}
+
+    deadline = time.monotonic() + 60  # the page's figures are cached for a few seconds: wait for this topic
+    while True:
+        samples = _metrics(server)
+        if ("mirrorflow_partition_lag_records", topic, "0") in samples or time.monotonic() > deadline:
+            break
+        time.sleep(2)
+    for partition in (0, 1):
+        assert samples[("mirrorflow_partition_lag_records", topic, str(partition))] == 7 if partition == 0 else 3
+        seconds = samples[("mirrorflow_partition_lag_seconds", topic, str(partition))]
+        assert abs(seconds - expected[(topic, partition)]["lag_seconds"]) <= time.time() - measured_at + 12
+
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium): the in-browser part was not run")
+    from docs.screenshots import Target, browser_context, login_with_form
+
+    user, password = admin_login(server.home)
+    with browser_context(str(CHROMIUM)) as context:
+        page = context.new_page()
+        login_with_form(page, Target(server.url, user, password))
+        page.goto(f"{server.url}/plugin/replication", wait_until="networkidle")
+        frame = page.frame_locator("iframe")
+        for partition, records in ((0, 7), (1, 3)):
+            row = frame.locator(PAGE_ROWS.format(topic=topic, partition=partition))
+            row.wait_for(timeout=60_000)
+            assert int(row.locator("td.lag-records").get_attribute("data-value") or "-1") == records
+            shown = float(row.locator("td.lag-seconds").get_attribute("data-value") or "-1")
+            assert abs(shown - expected[(topic, partition)]["lag_seconds"]) <= time.time() - measured_at + 12
+        old = frame.locator(PAGE_ROWS.format(topic=topic, partition=0))
+        assert "over" in (old.get_attribute("class") or "")  # 2 minutes behind, over the 60 s threshold: red
+        assert page.get_by_role("link", name="Replication").count() >= 1  # the navigation entry
