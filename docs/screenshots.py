@@ -377,6 +377,19 @@ def shoot_dag_list(page: Page, url: str, dags: list[str], out: Path) -> Path:
     return path
 
 
+def shoot_replication_page(page: Page, url: str, out: Path) -> Path:
+    """The Replication page inside the UI (its navigation entry), once its figures and run charts are drawn."""
+    page.goto(f"{url}/plugin/replication", wait_until="networkidle")
+    frame = page.frame_locator("iframe")
+    frame.locator("body[data-loaded] table.partitions tbody tr").first.wait_for()
+    settle(page)
+    inner = page.evaluate("() => document.querySelector('iframe').contentDocument.body.scrollHeight")
+    path = out / "replication-page.png"
+    with viewport_height(page, inner + 40):  # the whole page: every family and partition of the demo
+        page.screenshot(path=path, animations="disabled")
+    return path
+
+
 def widen_grid(page: Page, share: float) -> None:
     """Drag the divider between the grid panel and the details panel so the grid takes ``share`` of the width.
 
@@ -534,6 +547,7 @@ def take_screenshots(target: Target, args: argparse.Namespace) -> list[Path]:
                 shoot_dag_grid(page, target.url, args.dag, args.out),
                 shoot_trigger_form(page, target.url, args.dag, args.out),
                 *shoot_flow(page, target.url, args.flow, args.out, args.heartbeats_wait),
+                shoot_replication_page(page, target.url, args.out),
             ]
         except PlaywrightError as exc:  # a page did not look as expected: keep what the browser saw
             seen = Path(tempfile.gettempdir()) / "mirrorflow-screenshot-failed.png"
