@@ -193,7 +193,7 @@ def _checkpoints(args: argparse.Namespace) -> int:
     output: dict[str, object] = {"checkpoints": report.to_dict()}
     text = [render_report(report)]
     if args.dry_run:
-        text.append("dry run: nothing written")
+        text.append("dry run: no checkpoint and no group offset changed")
     elif flow.get_bool("sync.group.offsets.enabled"):
         synced = sync_group_offsets(flow, groups=args.groups)
         output["group_offsets"] = synced.to_dict()

@@ -45,7 +45,8 @@ def test_checkpoints_and_translate_commands(
 
     assert main(["checkpoints", *flow, "--groups", f"{prefix}-.*", "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert f"{group}: 1 exact, 0 approximate, 0 refused" in out and "dry run: nothing written" in out
+    assert f"{group}: 1 exact, 0 approximate, 0 refused" in out and "would write 1 checkpoint(s)" in out
+    assert "written" not in out  # a dry run never says it wrote anything
     assert not any(g == group for g, _t, _p in read_checkpoints(load_config(config).flow("primary", "backup")))
 
     assert main(["checkpoints", *flow, "--groups", f"{prefix}-.*", "--json"]) == 0

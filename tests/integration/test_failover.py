@@ -175,11 +175,12 @@ def test_planned_dry_run_lists_the_changes_and_changes_nothing(setup: dict[str, 
     assert failover_state(setup["flow"]) is None  # a dry run is recorded, but the flow is not failed over
 
 
-def test_disaster_dry_run_counts_what_the_copy_missed_then_what_a_stale_checkpoint_re_reads(
+def test_disaster_dry_run_counts_what_the_copy_missed_then_translates_a_stale_checkpoint_exactly(
     setup: dict[str, Any],
 ) -> None:
     """Disaster mode reads only the target: the progress there gives the copied position, the syncs there
-    re-translate each checkpoint; the source is not read, so the age of missing records is unknown."""
+    re-translate each checkpoint (the best valid answer: exact once the copy got there); the source is not
+    read, so the age of missing records is unknown."""
     from include.mirrorflow.failover.plan import plan_failover
     from include.mirrorflow.failover.report import render_markdown, summary
 
@@ -193,7 +194,14 @@ def test_disaster_dry_run_counts_what_the_copy_missed_then_what_a_stale_checkpoi
     dry = plan_failover(flow, mode="disaster", groups=ahead, dry_run=True)
     [row] = dry.groups[0].partitions
     end = max(r.offset for r in read_all(setup["backup"], remote) if r.partition == 0) + 1
-    assert (row.kind, row.copied_position, row.target_offset, row.outcome) == ("checkpoint", 25, end, "not-yet-copied")
+    # The checkpoint and the translation from the syncs agree: one past the copy's end (the syncs know the re-reads).
+    assert (row.kind, row.basis, row.copied_position, row.target_offset, row.outcome) == (
+        "approximate",
+        "offset syncs",  # MM2's rule on the sync at the copy's last record
+        25,
+        end,
+        "not-yet-copied",
+    )
     assert (row.missing_records, row.re_read_records, row.missing_age_seconds) == (7, 0, None)
     assert summary(dry)["advice"] == (
         "7 records in 1 partition were not copied before the source failed (age unknown: the source is not read "
@@ -206,18 +214,22 @@ def test_disaster_dry_run_counts_what_the_copy_missed_then_what_a_stale_checkpoi
     ) in render_markdown(dry)
 
     # The copy catches up but no checkpoint follows: the checkpoint's target offset is now behind the copy of
-    # record 32, so the group would read again what was copied in between.
+    # record 32 (resuming there would read 25..31 again), but the syncs on the target now translate 32 exactly.
     assert replicate(setup["config"], "primary->backup", None, LocalExecutor()).ok
     stale = plan_failover(flow, mode="disaster", groups=ahead, dry_run=True)
     [row] = stale.groups[0].partitions
     landed = {r.value: r.offset for r in read_all(setup["backup"], remote) if r.partition == 0}
     value_32 = {r.offset: r.value for r in read_all(primary, topic) if r.partition == 0}[32]
-    assert (row.copied_position, row.target_offset, row.outcome) == (35, end, "re-read")
-    assert landed[value_32] > end  # the checkpoint resumes before the copy of record 32...
-    assert (row.re_read_records, row.missing_records) == (7, 0)  # ...so records 25..31 are read again
-    assert summary(stale)["advice"].startswith(
-        f"Nothing missing, but consumers re-read up to {row.re_read_records} records"
-    )
+    assert landed[value_32] > end  # the checkpoint would resume before the copy of record 32...
+    assert (row.copied_position, row.target_offset, row.outcome, row.kind, row.basis) == (
+        35,
+        landed[value_32],
+        "exact",
+        "exact",
+        "copied runs",
+    )  # ...the best valid answer resumes right at it
+    assert (row.re_read_records, row.missing_records) == (0, 0)
+    assert summary(stale)["advice"] == "Every group translates exactly: nothing re-read, nothing missing."
 
 
 def test_failback_copies_the_outage_back_and_the_group_resumes_at_home(setup: dict[str, Any], airflow_db: None) -> None:

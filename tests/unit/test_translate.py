@@ -86,3 +86,33 @@ def test_failback_inverts_the_copied_runs() -> None:
     ]
     assert {t.translate_back("t", 0, d).kind for d in (0, 10, 19)} == {"exact"}
     assert t.translate_back("other", 0, 3).kind == "unavailable"
+
+
+def test_an_offset_right_after_a_trailing_commit_marker_is_exact() -> None:
+    # one transaction copied upstream 0..5 to 0..5; its commit marker is upstream 6 and the log's last entry, so
+    # a group that consumed everything commits 7. No later run vouches for the marker: the copy's progress does.
+    t = translator(run_syncs("t", 0, 0, 5))
+    assert (t.translate("t", 0, 7).kind, t.translate("t", 0, 7).downstream) == ("approximate", 6)  # syncs alone
+    t.note_progress("t", 0, 6, 6)  # read the source to upstream 6; the next target offset is 6 (nothing copied)
+    after = t.translate("t", 0, 7)
+    assert (after.downstream, after.kind, after.rereads, after.basis) == (6, "exact", 0, "copied runs")
+    beyond = t.translate("t", 0, 8)  # upstream 7 has not been read by the copy: it may be a record
+    assert (beyond.downstream, beyond.kind, beyond.rereads) == (6, "approximate", 2)
+
+
+def test_progress_that_does_not_continue_the_last_run_claims_nothing() -> None:
+    t = translator(run_syncs("t", 0, 0, 5))
+    t.note_progress("t", 0, 6, 9)  # something landed downstream after the run (MM2, another copy): no claim
+    assert t.translate("t", 0, 7).kind == "approximate"
+    t.note_progress("t", 0, 6, None)  # MM2's progress has no target_next header: no claim either
+    assert t.translate("t", 0, 7).kind == "approximate"
+
+
+def test_every_translation_names_its_basis() -> None:
+    runs = translator(run_syncs("t", 0, 0, 9))
+    assert runs.translate("t", 0, 5).basis == "copied runs"
+    assert runs.translate("t", 0, 10).basis == "copied runs"  # right after the last copied record
+    assert runs.translate("t", 0, 15).basis == "offset syncs"  # beyond the copy: MM2's rule on the run's end sync
+    mm2 = translator([OffsetSync("t", 0, 100, 40), OffsetSync("t", 0, 201, 140)])
+    assert [mm2.translate("t", 0, u).basis for u in (100, 150)] == ["offset syncs", "offset syncs"]
+    assert mm2.translate("t", 0, 99).basis == ""  # refused: nothing answered

@@ -3,17 +3,20 @@
 One run does what MM2's ``MirrorCheckpointTask`` does in one poll (mm2-behaviour 2.5), reading its
 state from the clusters so any process can run it:
 
-1. read the offset-syncs topic into an :class:`OffsetTranslator` (exact runs + MM2's store);
+1. read the offset-syncs topic into an :class:`OffsetTranslator` (exact runs + MM2's store), with the
+   copy's stored progress (labels at a trailing transaction marker);
 2. read ``<source>.checkpoints.internal`` on the target: the last checkpoint per (group, partition),
    so checkpoints stay monotonic across runs exactly as MM2 keeps them;
 3. list the source's groups passing the group filter, and their committed offsets on topics passing
    the topic filter;
 4. translate each, rename the topic (``orders`` -> ``primary.orders``; ``backup.orders`` -> ``orders``
-   for a topic that came from the target), keep it if MM2 would (first checkpoint, upstream rewind, or
-   downstream moved forward) and write it to partition 0.
+   for a topic that came from the target), take the best valid answer between that translation and the
+   checkpoint already there (``best.choose``: MM2's checkpoints keep what its store has forgotten), and
+   write it to partition 0 if MM2 would (first checkpoint, upstream rewind, or downstream moved forward):
+   an existing checkpoint that is at least as good is kept, never replaced by a worse one.
 
-The report says, per group and partition, whether the translation is exact, approximate (and how many
-records a failed-over consumer may re-read at most) or refused.
+The report says, per group and partition, whether the answer is exact, approximate (and how many
+records a failed-over consumer may re-read at most), an existing checkpoint kept, or refused, and its basis.
 """
 
 from __future__ import annotations
@@ -33,9 +36,10 @@ from confluent_kafka.admin import AdminClient
 from .. import clients
 from ..config.model import FlowConfig
 from ..internal_topics import InternalTopic, TopicState, ensure_internal_topic
-from ..replication.progress import read_partitions
+from ..replication.progress import progress_topic, read_partitions, read_stored_progress
 from ..wire import Checkpoint, OffsetSync, WireFormatError
-from .translate import OffsetTranslator, Translation
+from .best import CHECKPOINT, BestTranslator
+from .translate import EXISTING_CHECKPOINT, OffsetTranslator, Translation
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +60,7 @@ class PartitionResult:
     rereads: int
     reason: str
     emitted: bool = False
+    basis: str = ""  # copied runs, offset syncs or existing checkpoint
 
 
 @dataclass
@@ -69,13 +74,14 @@ class GroupResult:
     @property
     def max_rereads(self) -> int:
         """The largest number of records a consumer of this group may read twice after failing over."""
-        return max((p.rereads for p in self.partitions if p.kind == "approximate"), default=0)
+        return max((p.rereads for p in self.partitions if p.kind in ("approximate", CHECKPOINT)), default=0)
 
     def summary(self) -> dict[str, Any]:
         return {
             "group": self.group,
             "exact": self.count("exact"),
-            "approximate": self.count("approximate"),
+            "approximate": self.count("approximate") + self.count(CHECKPOINT),
+            "kept": self.count(CHECKPOINT),
             "refused": self.count("refused") + self.count("unavailable"),
             "max_rereads": self.max_rereads,
             "emitted": sum(1 for p in self.partitions if p.emitted),
@@ -91,6 +97,7 @@ class CheckpointReport:
     groups: list[GroupResult] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     internal_topics: list[TopicState] = field(default_factory=list)  # as found at start, problems named
+    dry_run: bool = False  # nothing written: ``emitted`` counts what would have been
 
     @property
     def emitted(self) -> int:
@@ -103,6 +110,7 @@ class CheckpointReport:
             "seconds": self.seconds,
             "syncs_read": self.syncs_read,
             "emitted": self.emitted,
+            "dry_run": self.dry_run,
             "groups": [{**g.summary(), "partitions": [asdict(p) for p in g.partitions]} for g in self.groups],
             "errors": self.errors,
             "internal_topics": [t.to_dict() for t in self.internal_topics],
@@ -127,7 +135,11 @@ def _records(flow: FlowConfig, side: str, topic: str, timeout: float) -> Iterabl
 
 
 def read_translator(flow: FlowConfig, timeout: float = 60.0) -> OffsetTranslator:
-    """Every offset sync of the flow (partition 0 from the beginning), as a translator."""
+    """Every offset sync of the flow (partition 0 from the beginning), as a translator, and the copy's progress.
+
+    The progress (on the target) tells an offset right after a trailing transaction marker from one the copy
+    has not reached (see ``OffsetTranslator.note_progress``).
+    """
     side, topic = syncs_location(flow)
     translator = OffsetTranslator()
     syncs = []
@@ -138,7 +150,18 @@ def read_translator(flow: FlowConfig, timeout: float = 60.0) -> OffsetTranslator
             syncs.append(OffsetSync.decode(key, value))
         except WireFormatError as exc:
             log.warning("%s: skipping a record that is not an offset sync: %s", topic, exc)
-    return translator.add_all(syncs)
+    translator.add_all(syncs)
+    config = clients.client_properties(flow, "target", "consumer")
+    for (source_topic, partition), stored in read_stored_progress(
+        config, progress_topic(flow.source), flow.source, timeout=timeout
+    ).items():
+        translator.note_progress(source_topic, partition, stored.offset, stored.target_next)
+    return translator
+
+
+def read_best(flow: FlowConfig, timeout: float = 60.0, *, syncs: bool = True) -> BestTranslator:
+    """The flow's translator (unless ``syncs`` is False: they cannot be read) and the checkpoints on the target."""
+    return BestTranslator(read_translator(flow, timeout) if syncs else None, read_checkpoints(flow, timeout))
 
 
 def read_checkpoints(flow: FlowConfig, timeout: float = 60.0) -> dict[tuple[str, str, int], Checkpoint]:
@@ -201,9 +224,25 @@ def remote_topic(flow: FlowConfig, topic: str) -> str:
     return flow.policy.format_remote_topic(flow.source, topic)
 
 
-def should_emit(previous: Checkpoint | None, upstream: int, downstream: int) -> bool:
-    """MM2's monotonic filter: first checkpoint, an upstream rewind, or the downstream offset moved forward."""
-    return previous is None or upstream < previous.upstream_offset or downstream > previous.downstream_offset
+def source_topic_of(flow: FlowConfig, remote: str) -> str:
+    """The source topic a remote topic copies (the inverse of :func:`remote_topic`)."""
+    if flow.policy.topic_source(remote) == flow.source:
+        return flow.policy.upstream_topic(remote) or remote
+    return flow.policy.format_remote_topic(flow.target, remote)  # the target's own topic, back home
+
+
+def should_emit(previous: Checkpoint | None, chosen: Translation) -> bool:
+    """MM2's monotonic filter, on the best answer: first checkpoint, an upstream rewind, or downstream moved forward.
+
+    The existing checkpoint itself (``chosen`` based on it) is never written again, and for the same or a
+    later upstream offset nothing at or below its downstream offset replaces it: a worse checkpoint never
+    overwrites a better one.
+    """
+    if chosen.downstream is None or chosen.basis == EXISTING_CHECKPOINT:
+        return False
+    if previous is None or chosen.upstream < previous.upstream_offset:
+        return True
+    return chosen.downstream > previous.downstream_offset
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -224,9 +263,10 @@ def emit_checkpoints(
     if not dry_run:
         topic = InternalTopic(checkpoints_topic, 1, flow.get_int("checkpoints.topic.replication.factor"))
         report.internal_topics.append(ensure_internal_topic(flow, "target", topic, admin=target_admin, timeout=timeout))
-    translator = read_translator(flow, timeout)
-    report.syncs_read = translator.syncs_read
-    previous = read_checkpoints(flow, timeout)
+    best = read_best(flow, timeout)
+    assert best.translator is not None
+    report.syncs_read = best.translator.syncs_read
+    report.dry_run = dry_run
     names = [
         g
         for g in list_groups(source_admin, timeout)
@@ -240,12 +280,12 @@ def emit_checkpoints(
             continue  # like MM2: only groups with offsets on replicated topics
         result = GroupResult(group)
         for (topic, partition), (upstream, metadata) in sorted(mine.items()):
-            t: Translation = translator.translate(topic, partition, upstream)
             remote = remote_topic(flow, topic)
-            part = PartitionResult(topic, partition, remote, upstream, t.downstream, t.kind, t.rereads, t.reason)
-            if t.downstream is not None and should_emit(
-                previous.get((group, remote, partition)), upstream, t.downstream
-            ):
+            t = best.translate(group, topic, remote, partition, upstream)
+            part = PartitionResult(
+                topic, partition, remote, upstream, t.downstream, t.kind, t.rereads, t.reason, basis=t.basis
+            )
+            if t.downstream is not None and should_emit(best.checkpoints.get((group, remote, partition)), t):
                 out.append(Checkpoint(group, remote, partition, upstream, t.downstream, metadata))
                 part.emitted = True
             result.partitions.append(part)
@@ -282,31 +322,39 @@ __all__ = [
     "committed_offsets",
     "emit_checkpoints",
     "list_groups",
+    "read_best",
     "read_checkpoints",
     "read_translator",
     "remote_topic",
     "render_report",
     "should_emit",
+    "source_topic_of",
     "syncs_location",
 ]
 
 
 def render_report(report: CheckpointReport) -> str:
     """The checkpoint report for people: one line per group, the partitions that are not exact below it."""
+    # A dry run writes nothing, and says so: "would write N", never "N written".
+    count = (
+        f"would write {report.emitted} checkpoint(s)" if report.dry_run else f"{report.emitted} checkpoint(s) written"
+    )
     lines = [
         (
-            f"{report.flow}: {len(report.groups)} group(s), {report.emitted} checkpoint(s) written, "
+            f"{report.flow}: {len(report.groups)} group(s), {count}, "
             f"{report.syncs_read} offset sync(s) read, {report.seconds:.1f} s"
         )
     ]
     for group in report.groups:
         s = group.summary()
+        kept = f" ({s['kept']} kept from existing checkpoints)" if s["kept"] else ""
         lines.append(
-            f"  {group.group}: {s['exact']} exact, {s['approximate']} approximate, {s['refused']} refused; "
+            f"  {group.group}: {s['exact']} exact, {s['approximate']} approximate{kept}, {s['refused']} refused; "
             f"largest possible re-read {s['max_rereads']} record(s)"
         )
         lines += [
-            f"    {p.topic}[{p.partition}] committed {p.upstream}: {p.kind} -> {p.downstream} ({p.reason})"
+            f"    {p.topic}[{p.partition}] committed {p.upstream}: {p.kind} -> {p.downstream} "
+            f"[{p.basis or 'nothing'}] ({p.reason})"
             for p in group.partitions
             if p.kind != "exact"
         ]

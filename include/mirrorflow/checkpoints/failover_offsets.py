@@ -13,7 +13,8 @@ from confluent_kafka import KafkaException
 
 from .. import clients, preflight
 from ..config.model import FlowConfig
-from .emit import committed_offsets, read_checkpoints, read_translator, remote_topic
+from .emit import committed_offsets, read_best, remote_topic, source_topic_of, syncs_location
+from .translate import Translation
 
 
 @dataclass(frozen=True)
@@ -22,9 +23,10 @@ class ResumePoint:
     partition: int
     upstream: int
     downstream: int | None
-    kind: str  # exact, approximate, refused, unavailable, or "checkpoint" (read from the target)
+    kind: str  # exact, approximate, refused, unavailable, or "checkpoint" (an existing checkpoint kept)
     rereads: int
     reason: str
+    basis: str = ""  # copied runs, offset syncs or existing checkpoint: where the answer came from
 
 
 def translate_group(flow: FlowConfig, group: str, *, timeout: float = 30.0) -> tuple[str, list[ResumePoint]]:
@@ -36,22 +38,39 @@ def translate_group(flow: FlowConfig, group: str, *, timeout: float = 30.0) -> t
     except (preflight.ClusterUnreachableError, KafkaException, TimeoutError):
         pass  # the source is gone: fall back to the checkpoints
     if offsets is not None:
-        translator = read_translator(flow, timeout)
-        points = []
-        for (topic, partition), (upstream, _meta) in sorted(offsets.items()):
-            if not flow.should_replicate_topic(topic):
-                continue
-            t = translator.translate(topic, partition, upstream)
-            points.append(
-                ResumePoint(remote_topic(flow, topic), partition, upstream, t.downstream, t.kind, t.rereads, t.reason)
-            )
-        return f"live translation of the group's offsets on {flow.source}", points
-    points = [
-        ResumePoint(topic, partition, cp.upstream_offset, cp.downstream_offset, "checkpoint", 0, "last checkpoint")
-        for (g, topic, partition), cp in sorted(read_checkpoints(flow, timeout).items())
+        return f"live translation of the group's offsets on {flow.source}", live_points(flow, group, offsets, timeout)
+    return f"last checkpoints on {flow.target} ({flow.source} did not answer)", checkpoint_points(flow, group, timeout)
+
+
+def live_points(
+    flow: FlowConfig, group: str, offsets: dict[tuple[str, int], tuple[int, str]], timeout: float
+) -> list[ResumePoint]:
+    """The group's committed offsets on the source, each given the best valid answer (``best.choose``)."""
+    best = read_best(flow, timeout)
+    points = []
+    for (topic, partition), (upstream, _meta) in sorted(offsets.items()):
+        if flow.should_replicate_topic(topic):
+            remote = remote_topic(flow, topic)
+            points.append(_point(remote, partition, best.translate(group, topic, remote, partition, upstream)))
+    return points
+
+
+def checkpoint_points(flow: FlowConfig, group: str, timeout: float) -> list[ResumePoint]:
+    """A disaster: the group's checkpoints on the target, each translated again where the syncs survive the source.
+
+    With ``offset-syncs.topic.location=target`` the syncs (and the copy's progress) are on the target: a
+    checkpoint written before the copy reached its offset gives way to the exact answer the copy allows now.
+    """
+    best = read_best(flow, timeout, syncs=syncs_location(flow)[0] == "target")
+    return [
+        _point(remote, partition, best.resolve(cp, source_topic_of(flow, remote)))
+        for (g, remote, partition), cp in sorted(best.checkpoints.items())
         if g == group
     ]
-    return f"last checkpoints on {flow.target} ({flow.source} did not answer)", points
+
+
+def _point(remote: str, partition: int, t: Translation) -> ResumePoint:
+    return ResumePoint(remote, partition, t.upstream, t.downstream, t.kind, t.rereads, t.reason, t.basis)
 
 
 def render_resume_points(flow: FlowConfig, group: str, source: str, points: list[ResumePoint]) -> str:
@@ -62,8 +81,17 @@ def render_resume_points(flow: FlowConfig, group: str, source: str, points: list
     for p in points:
         where = "-" if p.downstream is None else str(p.downstream)
         extra = f", up to {p.rereads} record(s) may be read again" if p.rereads else ""
-        lines.append(f"  {p.remote_topic:<{width}} [{p.partition}]  offset {where:>10}  {p.kind}{extra} ({p.reason})")
+        basis = f" [{p.basis}]" if p.basis else ""
+        lines.append(
+            f"  {p.remote_topic:<{width}} [{p.partition}]  offset {where:>10}  {p.kind}{extra}{basis} ({p.reason})"
+        )
     return "\n".join(lines)
 
 
-__all__ = ["ResumePoint", "render_resume_points", "translate_group"]
+__all__ = [
+    "ResumePoint",
+    "checkpoint_points",
+    "live_points",
+    "render_resume_points",
+    "translate_group",
+]

@@ -8,7 +8,8 @@ offsets on the target. Rules, MM2's (mm2-behaviour 2.6) plus what MM2 only logs:
 * a target offset is **never moved backwards**: a partition is written only if the target has no
   offset for it or a smaller one;
 * the offsets come from the checkpoints topic (state on the cluster), so this step can run anywhere,
-  after any checkpoint run.
+  after any checkpoint run; each checkpoint's committed offset is given the best valid answer
+  (``best.choose``): the checkpoint, or the exact translation the copy allows now if it got there since.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, Ka
 
 from .. import clients
 from ..config.model import FlowConfig
-from ..wire import Checkpoint
-from .emit import committed_offsets, read_checkpoints
+from .best import BestTranslator
+from .emit import committed_offsets, read_best, source_topic_of
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,7 @@ class GroupSync:
     group: str
     state: str  # the group's state on the target before the write
     written: dict[str, int] = field(default_factory=dict)  # "topic:partition" -> offset written
+    basis: dict[str, str] = field(default_factory=dict)  # "topic:partition" -> where the offset came from
     kept: dict[str, int] = field(default_factory=dict)  # target offsets already at or past the checkpoint
     skipped: str | None = None  # why nothing was written (an active group)
 
@@ -80,15 +82,23 @@ def group_states(admin: Any, groups: list[str], timeout: float) -> dict[str, Con
     return states
 
 
-def sync_group_offsets(flow: FlowConfig, *, groups: str | None = None, timeout: float = 60.0) -> SyncReport:
-    """Write the latest checkpoints to the target's idle groups; never backwards; active groups named."""
+def sync_group_offsets(
+    flow: FlowConfig, *, groups: str | None = None, timeout: float = 60.0, best: BestTranslator | None = None
+) -> SyncReport:
+    """Write the latest checkpoints' best answers to the target's idle groups; never backwards; active groups named.
+
+    ``best`` (the translator and checkpoints) is read when not given.
+    """
     started = time.monotonic()
     report = SyncReport(flow.name)
     only = re.compile(groups) if groups else None
-    latest: dict[str, list[Checkpoint]] = defaultdict(list)
-    for (group, _topic, _partition), cp in read_checkpoints(flow, timeout).items():
+    best = best or read_best(flow, timeout)
+    latest: dict[str, list[tuple[str, int, int, str]]] = defaultdict(list)  # (topic, partition, offset, basis)
+    for (group, topic, partition), cp in best.checkpoints.items():
         if only is None or only.fullmatch(group):
-            latest[group].append(cp)
+            t = best.resolve(cp, source_topic_of(flow, topic))
+            if t.downstream is not None:
+                latest[group].append((topic, partition, t.downstream, t.basis))
     target_admin = clients.admin(flow, "target")
     names = sorted(latest)
     states = group_states(target_admin, names, timeout)
@@ -104,14 +114,16 @@ def sync_group_offsets(flow: FlowConfig, *, groups: str | None = None, timeout: 
             continue
         have = current.get(group, {})
         write = []
-        for cp in sorted(latest[group], key=lambda c: (c.topic, c.partition)):
-            name = f"{cp.topic}:{cp.partition}"
-            existing = have.get((cp.topic, cp.partition))
-            if existing is not None and existing[0] >= cp.downstream_offset:
+        for topic, partition, offset, basis in sorted(latest[group]):
+            name = f"{topic}:{partition}"
+            existing = have.get((topic, partition))
+            if existing is not None and existing[0] >= offset:
                 result.kept[name] = existing[0]
                 continue
-            write.append(TopicPartition(cp.topic, cp.partition, cp.downstream_offset, metadata=cp.metadata))
-            result.written[name] = cp.downstream_offset
+            metadata = best.checkpoints[(group, topic, partition)].metadata
+            write.append(TopicPartition(topic, partition, offset, metadata=metadata))
+            result.written[name] = offset
+            result.basis[name] = basis
         if write:
             futures.update(
                 target_admin.alter_consumer_group_offsets(

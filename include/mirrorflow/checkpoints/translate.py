@@ -21,6 +21,11 @@ from .syncstore import OffsetSyncStore
 
 Kind = Literal["exact", "approximate", "refused", "unavailable"]
 
+#: Where a translation came from, as reports and ``mirrorflow translate`` name it.
+COPIED_RUNS = "copied runs"
+OFFSET_SYNCS = "offset syncs"
+EXISTING_CHECKPOINT = "existing checkpoint"
+
 #: Copied runs kept per partition (newest win). 4096 runs of 12 bytes... about 200 KiB per partition at most.
 MAX_RUNS_PER_PARTITION = 4096
 
@@ -34,6 +39,7 @@ class Translation:
     kind: Kind
     rereads: int = 0  # most records a consumer resuming at ``downstream`` may read a second time
     reason: str = ""
+    basis: str = ""  # COPIED_RUNS, OFFSET_SYNCS or EXISTING_CHECKPOINT ("" when nothing answered)
 
 
 @dataclass(frozen=True)
@@ -83,7 +89,21 @@ class OffsetTranslator:
         # every checkpoint run here reads the checkpoints topic first, so the full history is kept.
         self.store = OffsetSyncStore(must_read_to_end=must_read_to_end)
         self._runs: dict[tuple[str, int], _PartitionRuns] = {}
+        # Per source partition: (last source offset the copy read, target offset right after its last copy).
+        self._read_to: dict[tuple[str, int], tuple[int, int]] = {}
         self.syncs_read = 0
+
+    def note_progress(self, topic: str, partition: int, offset: int, target_next: int | None) -> None:
+        """Feed the copy's stored progress: it read the source up to ``offset``, its last copy ended at ``target_next - 1``.
+
+        Why: a transaction's commit marker after the last copied record leaves a gap the syncs cannot see (the
+        next run, which would vouch for it, does not exist yet), so a group that consumed everything commits an
+        offset two past the last copied record. The progress record says the copy read past the marker, and its
+        ``target_next`` header says nothing was copied since the run ended. MM2's progress has no such header:
+        then nothing is claimed.
+        """
+        if target_next is not None:
+            self._read_to[(topic, partition)] = (offset, target_next)
 
     def add(self, sync: OffsetSync) -> None:
         """Feed one sync (MM2's or mirrorflow's), in the order of the offset-syncs topic."""
@@ -122,7 +142,7 @@ class OffsetTranslator:
         runs = self._runs.get((topic, partition))
         if runs is None or not runs.runs:
             return self._mm2(topic, partition, upstream)
-        exact = _exact(runs, upstream)
+        exact = _exact(runs, upstream, self._read_to.get((topic, partition)))
         if exact is not None:
             return exact
         fallback = self._mm2(topic, partition, upstream)
@@ -136,6 +156,7 @@ class OffsetTranslator:
                 "approximate",
                 rereads=upstream - before.end_u - 1,
                 reason=f"one past the last copied record before it (upstream {before.end_u})",
+                basis=COPIED_RUNS,
             )
         return fallback
 
@@ -152,13 +173,16 @@ class OffsetTranslator:
         sync = self.store.lookup(topic, partition, upstream)
         assert sync is not None
         if sync.upstream == upstream:
-            return Translation(upstream, downstream, "exact", reason="an offset sync pins this record")
+            return Translation(
+                upstream, downstream, "exact", reason="an offset sync pins this record", basis=OFFSET_SYNCS
+            )
         return Translation(
             upstream,
             downstream,
             "approximate",
             rereads=upstream - sync.upstream - 1,
             reason=f"MM2 rule: one past the sync at upstream {sync.upstream}",
+            basis=OFFSET_SYNCS,
         )
 
 
@@ -178,35 +202,73 @@ def _translate_back(runs: _PartitionRuns | None, downstream: int) -> Translation
     for run in ordered:
         if run.start_d <= downstream <= run.end_d:
             return Translation(
-                downstream, run.start_u + (downstream - run.start_d), "exact", reason="inside a copied run"
+                downstream,
+                run.start_u + (downstream - run.start_d),
+                "exact",
+                reason="inside a copied run",
+                basis=COPIED_RUNS,
             )
         if downstream < run.start_d:
             if previous is not None and previous.end_d < downstream:
-                return Translation(downstream, run.start_u, "exact", reason="between two copied runs")
+                return Translation(
+                    downstream, run.start_u, "exact", reason="between two copied runs", basis=COPIED_RUNS
+                )
             if previous is None:
                 return Translation(downstream, None, "refused", reason="before every copied run kept")
             break
         previous = run
     last = ordered[-1]
     if downstream == last.end_d + 1 or (previous is last and downstream > last.end_d):
-        return Translation(downstream, last.end_u + 1, "exact", reason="after the last copied record")
+        return Translation(
+            downstream, last.end_u + 1, "exact", reason="after the last copied record", basis=COPIED_RUNS
+        )
     return Translation(downstream, None, "refused", reason="no copied run covers this offset")
 
 
-def _exact(runs: _PartitionRuns, upstream: int) -> Translation | None:
-    """The exact translation the copied runs allow, if any."""
+def _exact(runs: _PartitionRuns, upstream: int, read_to: tuple[int, int] | None = None) -> Translation | None:
+    """The exact translation the copied runs (and the copy's stored progress, ``read_to``) allow, if any."""
     before, after = runs.around(upstream)
     if before is not None and upstream <= before.end_u:
-        return Translation(
-            upstream, before.start_d + (upstream - before.start_u), "exact", reason="inside a contiguous copied run"
-        )
+        return _exact_at(upstream, before.start_d + (upstream - before.start_u), "inside a contiguous copied run")
     if after is not None and after.prev_u >= 0 and after.prev_u < upstream:
         # No committed record lies between the previous copied record and the next run's start.
-        return Translation(upstream, after.start_d, "exact", reason="in the gap before a copied run")
-    if before is not None and upstream == before.end_u + 1:
+        return _exact_at(upstream, after.start_d, "in the gap before a copied run")
+    if before is None:
+        return None
+    if upstream == before.end_u + 1:
         # The group consumed exactly up to the last copied record: everything after it downstream is new.
-        return Translation(upstream, before.end_d + 1, "exact", reason="right after the last copied record")
+        return _exact_at(upstream, before.end_d + 1, "right after the last copied record")
+    if after is None and read_to is not None and _read_past(before, upstream, read_to):
+        return _exact_at(
+            upstream,
+            before.end_d + 1,
+            f"right after the last copied record; the copy read on to upstream {read_to[0]} and found no record "
+            "to copy (transaction markers, aborted records)",
+        )
     return None
 
 
-__all__ = ["MAX_RUNS_PER_PARTITION", "OffsetTranslator", "Translation"]
+def _read_past(last: _Run, upstream: int, read_to: tuple[int, int]) -> bool:
+    """Whether the copy read the source up to ``upstream - 1`` and copied nothing after ``last``.
+
+    ``read_to`` is the stored progress: (last source offset read, target offset right after the last copy).
+    Its ``target_next`` equal to one past the run's end means no copy landed after the run (MM2 resuming
+    the copy would overwrite the progress without that header), so source offsets in ``(last.end_u,
+    read_to[0]]`` hold nothing a consumer reads: transaction markers or aborted records.
+    """
+    read_offset, target_next = read_to
+    return target_next == last.end_d + 1 and last.end_u < upstream <= read_offset + 1
+
+
+def _exact_at(upstream: int, downstream: int, reason: str) -> Translation:
+    return Translation(upstream, downstream, "exact", reason=reason, basis=COPIED_RUNS)
+
+
+__all__ = [
+    "COPIED_RUNS",
+    "EXISTING_CHECKPOINT",
+    "MAX_RUNS_PER_PARTITION",
+    "OFFSET_SYNCS",
+    "OffsetTranslator",
+    "Translation",
+]

@@ -7,7 +7,8 @@ For flow ``primary->backup`` after a failover, consumers ran on ``backup``: on t
    does not enable it for everyday mirroring): ``orders`` on backup becomes ``backup.orders`` on primary;
 2. translates every group's offsets on ``backup`` back to ``primary``: an offset on ``primary.orders`` maps to
    ``orders`` through the inverse of the forward copy's runs (exact), an offset on ``orders`` maps to
-   ``backup.orders`` through the reverse copy (exact where contiguous);
+   ``backup.orders`` through the reverse copy, taking the best valid answer with the reverse pair's
+   checkpoints on ``primary`` (``checkpoints.best.choose``; exact where contiguous);
 3. commits them on ``primary`` (never backwards; groups active on primary refused unless force).
 """
 
@@ -15,10 +16,11 @@ from __future__ import annotations
 
 import re
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from .. import clients, preflight
-from ..checkpoints.emit import committed_offsets, list_groups, read_translator
+from ..checkpoints.emit import committed_offsets, list_groups, read_best, read_translator
 from ..config.model import FlowConfig, MirrorConfig
 from ..replication.executor import LocalExecutor
 from ..replication.run import replicate
@@ -65,7 +67,7 @@ def plan_failback(
     except preflight.ClusterUnreachableError as exc:
         raise FailoverError(f"failback needs both clusters: {exc}") from None
     plan = FailoverPlan(flow.name, "failback", dry_run, datetime.now(UTC).isoformat(timespec="seconds"), True, None)
-    forward_runs, reverse_runs = read_translator(flow, timeout), read_translator(back, timeout)
+    forward_runs, reverse = read_translator(flow, timeout), read_best(back, timeout)
     only = re.compile(groups) if groups else None
     target_admin = clients.admin(flow, "target")
     names = [
@@ -79,12 +81,13 @@ def plan_failback(
         for (topic, partition), (offset, _meta) in tps.items():
             if flow.policy.topic_source(topic) == flow.source:  # primary.orders -> orders
                 original = flow.policy.upstream_topic(topic) or topic
-                t = forward_runs.translate_back(original, partition, offset)
-                home.setdefault(group, {})[(original, partition)] = (offset, t.downstream, t.kind, 0)
+                t = forward_runs.translate_back(original, partition, offset)  # its upstream field: the offset here
+                home.setdefault(group, {})[(original, partition)] = replace(t, rereads=0)
             elif back.should_replicate_topic(topic):  # orders on backup -> backup.orders on primary
-                t = reverse_runs.translate(topic, partition, offset)
                 remote = back.policy.format_remote_topic(back.source, topic)
-                home.setdefault(group, {})[(remote, partition)] = (offset, t.downstream, t.kind, 0)
+                home.setdefault(group, {})[(remote, partition)] = reverse.translate(
+                    group, topic, remote, partition, offset
+                )
     if not home:
         plan.notes.append(f"no group on {flow.target} has offsets to move back")
     plan.groups = group_moves(back, home, force=force, timeout=timeout)

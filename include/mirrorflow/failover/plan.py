@@ -5,7 +5,12 @@ Modes, as operators describe them:
 * ``planned``: the source answers. Replication is drained first (by the caller), then the groups'
   *current* committed offsets are translated live, exact wherever the copy was contiguous.
 * ``disaster``: the source is gone. The last checkpoints on the target are all there is (what MM2's
-  ``RemoteClusterUtils.translateOffsets`` would return); their age is part of the report.
+  ``RemoteClusterUtils.translateOffsets`` would return); their age is part of the report. Where the
+  offset syncs survive the source (on the target), each checkpoint's offset is translated again.
+
+Either way each offset gets the best valid answer (``checkpoints.best.choose``): exact from the copied
+runs, else the higher of the fresh translation and the checkpoint already on the target; ``basis`` says
+which.
 
 Every step is idempotent: planning writes nothing, applying commits offsets that are never behind the
 target's own (a group that already moved on keeps its offsets), and a group with active members on
@@ -26,9 +31,10 @@ from typing import Any, Literal
 from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 
 from .. import clients, preflight
-from ..checkpoints.emit import committed_offsets, read_checkpoints, read_translator, remote_topic, syncs_location
+from ..checkpoints.best import CHECKPOINT, BestTranslator
+from ..checkpoints.emit import committed_offsets, read_best, remote_topic, source_topic_of, syncs_location
 from ..checkpoints.groupsync import IDLE_STATES, group_states
-from ..checkpoints.translate import OffsetTranslator
+from ..checkpoints.translate import OffsetTranslator, Translation
 from ..config.model import FlowConfig
 from ..replication.progress import last_record_timestamp, progress_topic, read_stored_progress
 from ..status import fetch_timestamps
@@ -60,6 +66,7 @@ class PartitionMove:
     missing_age_seconds: float | None = None  # age of the oldest of them (None: unknown, e.g. source not read)
     source_topic: str | None = None
     copied_position: int | None = None  # next source offset the copy will copy (stored progress + 1)
+    basis: str = ""  # where target_offset came from: copied runs, offset syncs or existing checkpoint
 
     def assess(self, copied_position: int | None) -> None:
         """Set the outcome from the translation and how far the copy got (None: not known)."""
@@ -108,8 +115,9 @@ class FailoverPlan:
         ]
 
 
-#: Per group: (topic, partition) on the cluster written -> (offset on the other cluster, offset to write, kind, rereads).
-Wanted = dict[str, dict[tuple[str, int], tuple[int, int | None, str, int]]]
+#: Per group: (topic, partition) on the cluster written -> the answer (its ``upstream`` is the offset on the other
+#: cluster, its ``downstream`` the offset to write).
+Wanted = dict[str, dict[tuple[str, int], Translation]]
 
 
 def group_moves(dest: FlowConfig, wanted: Wanted, *, force: bool, timeout: float) -> list[GroupMove]:
@@ -127,11 +135,13 @@ def group_moves(dest: FlowConfig, wanted: Wanted, *, force: bool, timeout: float
         if state not in IDLE_STATES and not force:
             move.refused = f"active on {dest.target} ({state.name}); set force to include it"
         have = current.get(group, {})
-        for (topic, partition), (upstream, downstream, kind, rereads) in sorted(wanted[group].items()):
+        for (topic, partition), t in sorted(wanted[group].items()):
             existing = have.get((topic, partition))
+            downstream = t.downstream
             part = PartitionMove(
-                topic, partition, upstream, downstream, kind, rereads, existing[0] if existing else None
+                topic, partition, t.upstream, downstream, t.kind, t.rereads, existing[0] if existing else None
             )
+            part.basis = t.basis
             if downstream is None:
                 part.action = "skip"
             elif existing is not None and existing[0] >= downstream:
@@ -178,25 +188,12 @@ def plan_failover(
         source_up,
         None if newest is None else round(time.time() - newest / 1000, 1),
     )
-    checkpoints = read_checkpoints(flow, timeout)
-    by_group: Wanted = defaultdict(dict)
-    for (group, topic, partition), cp in checkpoints.items():
-        by_group[group][(topic, partition)] = (cp.upstream_offset, cp.downstream_offset, "checkpoint", 0)
     # Disaster mode reads the syncs only where they survive the source (offset-syncs.topic.location=target).
-    translator = read_translator(flow, timeout) if mode == "planned" or syncs_location(flow)[0] == "target" else None
+    best = read_best(flow, timeout, syncs=mode == "planned" or syncs_location(flow)[0] == "target")
+    by_group = wanted_from_checkpoints(flow, best)
     if mode == "planned":
-        assert translator is not None
         live = committed_offsets(clients.admin(flow, "source"), list(by_group), timeout)
-        for group, offsets in live.items():
-            for (topic, partition), (upstream, _meta) in offsets.items():
-                if flow.should_replicate_topic(topic):
-                    t = translator.translate(topic, partition, upstream)
-                    by_group[group][(remote_topic(flow, topic), partition)] = (
-                        upstream,
-                        t.downstream,
-                        t.kind,
-                        t.rereads,
-                    )
+        add_live(flow, best, by_group, live)
     names = sorted(g for g in by_group if only is None or only.fullmatch(g))
     if not names:
         plan.notes.append(
@@ -205,16 +202,28 @@ def plan_failover(
             + " (has the checkpoints DAG run?)"
         )
     plan.groups = group_moves(flow, {g: by_group[g] for g in names}, force=force, timeout=timeout)
-    assess_plan(flow, plan, translator, timeout)
+    assess_plan(flow, plan, best.translator, timeout)
     plan.seconds = round(time.monotonic() - started, 3)
     return plan
 
 
-def source_topic_of(flow: FlowConfig, remote: str) -> str:
-    """The source topic a remote topic copies (the inverse of ``emit.remote_topic``)."""
-    if flow.policy.topic_source(remote) == flow.source:
-        return flow.policy.upstream_topic(remote) or remote
-    return flow.policy.format_remote_topic(flow.target, remote)  # the target's own topic, back home
+def wanted_from_checkpoints(flow: FlowConfig, best: BestTranslator) -> Wanted:
+    """Every group with checkpoints, each checkpoint given its best answer (translated again where syncs were read)."""
+    by_group: Wanted = defaultdict(dict)
+    for (group, remote, partition), cp in best.checkpoints.items():
+        by_group[group][(remote, partition)] = best.resolve(cp, source_topic_of(flow, remote))
+    return by_group
+
+
+def add_live(
+    flow: FlowConfig, best: BestTranslator, by_group: Wanted, live: dict[str, dict[tuple[str, int], tuple[int, str]]]
+) -> None:
+    """Planned mode: the groups' current offsets on the source, each given the best answer, replace the checkpoints'."""
+    for group, offsets in live.items():
+        for (topic, partition), (upstream, _meta) in offsets.items():
+            if flow.should_replicate_topic(topic):
+                remote = remote_topic(flow, topic)
+                by_group[group][(remote, partition)] = best.translate(group, topic, remote, partition, upstream)
 
 
 def copied_positions(flow: FlowConfig, timeout: float) -> dict[tuple[str, int], int]:
@@ -234,15 +243,14 @@ def checkpoint_rereads(translator: OffsetTranslator, source_topic: str, p: Parti
     copy may have gone on since. Mapping the checkpoint's target offset back through the copied runs gives
     the source record the group would resume at: everything from there to its committed offset it reads
     again (or, past the copied position, lacks: ``classify`` moves those to missing). Without runs (syncs
-    written by MM2) today's translation of the committed offset stands in, counting target offsets.
+    written by MM2) the estimate ``best.choose`` made stands.
     """
     if p.target_offset is None:
         return 0
     back = translator.translate_back(source_topic, p.partition, p.target_offset)
     if back.downstream is not None:
         return max(0, p.source_offset - back.downstream)
-    t = translator.translate(source_topic, p.partition, p.source_offset)
-    return 0 if t.downstream is None else t.rereads + max(0, t.downstream - p.target_offset)
+    return p.rereads
 
 
 def assess_plan(flow: FlowConfig, plan: FailoverPlan, translator: OffsetTranslator | None, timeout: float) -> None:
@@ -252,7 +260,7 @@ def assess_plan(flow: FlowConfig, plan: FailoverPlan, translator: OffsetTranslat
     for move in plan.groups:
         for p in move.partitions:
             p.source_topic = source_topic_of(flow, p.remote_topic)
-            if p.kind == "checkpoint":
+            if p.kind == CHECKPOINT:
                 if translator is None:
                     unknown_rereads = True
                 else:
@@ -330,6 +338,7 @@ __all__ = [
     "copied_positions",
     "plan_failover",
     "plan_from_dict",
+    "source_topic_of",
 ]
 
 
