@@ -214,9 +214,12 @@ def _translate(args: argparse.Namespace) -> int:
     flow = _flow_of(args)
     if flow is None:
         return 1
-    # Only the target must answer: without the source, the answer comes from the checkpoints on the target.
+    # Only the target must answer: without the source, the answer comes from the checkpoints on the target, at
+    # once (a refused source is given up in milliseconds); the line naming the source says why, on stderr.
     check_flow_clusters(flow, sides=("target",))
-    source, points = translate_group(flow, args.group)
+    source, points = translate_group(
+        flow, args.group, on_unreachable=lambda line: print(f"warning: {line}", file=sys.stderr, flush=True)
+    )
     if args.json:
         print(json.dumps({"group": args.group, "source": source, "offsets": [p.__dict__ for p in points]}, indent=2))
     else:

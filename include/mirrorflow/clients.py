@@ -57,6 +57,31 @@ class ClientConfigError(ValueError):
     """A client setting librdkafka cannot honour; the message names the key, never its value."""
 
 
+class LibrdkafkaToDebug:
+    """A librdkafka ``logger``: its lines become DEBUG records (confluent-kafka calls ``log(level, fmt, *args)``).
+
+    librdkafka would log each failed reconnect at ERROR on stderr, dozens of lines while a cluster is down;
+    the caller's own error (one line naming the cluster) says what matters. ``--debug`` (or any DEBUG logging
+    configuration) shows them again. The logger name stays the cluster check's, where it was introduced.
+    """
+
+    def __init__(self) -> None:
+        self._log = logging.getLogger("mirrorflow.preflight.librdkafka")
+
+    def log(self, _level: int, msg: str, *args: Any) -> None:
+        self._log.debug(msg, *args)
+
+
+def quiet() -> dict[str, Any]:
+    """Client overrides that keep librdkafka's log off stderr (at DEBUG in Python logging instead).
+
+    For clients that may talk to a cluster that is down while the command still answers (the source during a
+    disaster): ``clients.admin(flow, "source", **clients.quiet())``. librdkafka hands its log to the ``logger``
+    through the client's queue, so the lines appear when the client is polled (or a blocking call serves it).
+    """
+    return {"logger": LibrdkafkaToDebug()}
+
+
 def _translate_jaas(jaas: str) -> dict[str, str]:
     if "PlainLoginModule" in jaas or "ScramLoginModule" in jaas:
         # JAAS option values are quoted strings with backslash escapes (\" inside a password).

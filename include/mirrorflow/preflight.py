@@ -13,14 +13,24 @@ check gives it :data:`REFUSED_GRACE_S` to come back (a broker restarting) and th
 timeout. Only a cluster that says nothing at all (packets dropped, an overloaded broker) costs the whole
 timeout.
 
+A caller that has an answer without the cluster (``mirrorflow translate`` falls back to the checkpoints on
+the target when the source is gone) asks for a ``quick`` check: a plain TCP connection to each bootstrap
+server first, and when every one of them is refused or does not resolve, the check fails at once, in
+milliseconds, without starting librdkafka at all (no grace: nothing is waiting for the broker to come back).
+A cluster that accepts the connection, or says nothing, goes through the usual check, bounded by the
+caller's (short) timeout.
+
 librdkafka logs every failed reconnect to stderr; these clients send that log to the Python logger
-``mirrorflow.preflight.librdkafka`` at DEBUG instead, so the user sees one line, not dozens.
+``mirrorflow.preflight.librdkafka`` at DEBUG instead (:func:`clients.quiet`), so the user sees one line,
+not dozens.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import re
+import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -57,6 +67,12 @@ _ALL_DOWN = (KafkaError._ALL_BROKERS_DOWN, KafkaError._AUTHENTICATION, KafkaErro
 # CONNECT, 3 identical error(s) suppressed)" -> "Connect to ipv4#127.0.0.1:19092 failed: Connection refused"
 _BROKER_PREFIX = re.compile(r"^\S+/\S+: ")
 _STATE_SUFFIX = re.compile(r"\s*\(after \d+ms in state \w+[^)]*\)\s*$")
+# A quick check's TCP connect: a refusal is immediate; a server that has not accepted by then is left to librdkafka.
+_CONNECT_S = 0.5
+# connect() errors that mean nobody will answer on that address (as librdkafka's "all brokers down" does).
+_FINAL_ERRNOS = {errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EADDRNOTAVAIL}
+# "PLAINTEXT://host:9092", "[::1]:9092", "host:9092" -> ("host", 9092); librdkafka accepts all three.
+_BOOTSTRAP = re.compile(r"^(?:[A-Za-z_]+://)?\[?(?P<host>[^\[\]]+?)\]?:(?P<port>\d+)$")
 
 
 class ClusterUnreachableError(RuntimeError):
@@ -80,20 +96,6 @@ class ClusterHealth:
     seconds: float
 
 
-class _LibrdkafkaToDebug:
-    """A librdkafka ``logger``: its lines become DEBUG records (confluent-kafka calls ``log(level, fmt, *args)``).
-
-    librdkafka would log each failed reconnect at ERROR on stderr; the check's own error says what matters.
-    ``--debug`` (or any DEBUG logging configuration) shows them again.
-    """
-
-    def __init__(self) -> None:
-        self._log = logging.getLogger("mirrorflow.preflight.librdkafka")
-
-    def log(self, _level: int, msg: str, *args: Any) -> None:
-        self._log.debug(msg, *args)
-
-
 def cluster_timeout(flow: FlowConfig) -> float:
     """Seconds a check of this flow's clusters may take (``mirrorflow.cluster.timeout``)."""
     return float(flow.get_seconds(TIMEOUT_KEY))
@@ -109,16 +111,69 @@ def _describe(flow: FlowConfig, side: Side) -> tuple[str, str]:
     return alias, flow.client_config(side, "admin").get("bootstrap.servers", "?")
 
 
-def check_cluster(flow: FlowConfig, side: Side, timeout: float | None = None) -> ClusterHealth:
+def _unreachable(flow: FlowConfig, side: Side, seconds: float, reason: str) -> ClusterUnreachableError:
+    """The one line naming the cluster; "within N s" only when the check waited (a refusal is immediate)."""
+    alias, bootstrap = _describe(flow, side)
+    waited = f" within {seconds:.0f} s" if seconds >= 1 else ""
+    return ClusterUnreachableError(
+        f"cluster '{alias}' ({side} of {flow.name}, bootstrap.servers {bootstrap}) did not answer{waited}: {reason}",
+        (side,),
+    )
+
+
+def _address(family: int, sockaddr: tuple[Any, ...]) -> str:
+    """``ipv4#127.0.0.1:9092``, as librdkafka names an address in its errors."""
+    return f"ipv6#[{sockaddr[0]}]:{sockaddr[1]}" if family == socket.AF_INET6 else f"ipv4#{sockaddr[0]}:{sockaddr[1]}"
+
+
+def refused_everywhere(bootstrap: str, connect_timeout: float = _CONNECT_S) -> str | None:
+    """Why no bootstrap server can be reached (every address refuses or does not resolve), else None.
+
+    A plain TCP connect, no Kafka protocol: a refusal or a resolver error comes back in milliseconds, where
+    librdkafka would keep reconnecting (and logging) until its timeout. None as soon as one address accepts
+    the connection (or has not refused within ``connect_timeout``, or the servers cannot be parsed): the
+    cluster may well answer, so the caller asks it properly. The reason reads like librdkafka's.
+    """
+    reasons: list[str] = []
+    for server in (s.strip() for s in bootstrap.split(",") if s.strip()):
+        match = _BOOTSTRAP.match(server)
+        if match is None:
+            return None
+        host, port = match["host"], int(match["port"])
+        try:
+            addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except socket.gaierror as exc:
+            reasons.append(f"Failed to resolve '{host}:{port}': {exc.strerror}")
+            continue
+        for family, kind, proto, _name, sockaddr in addresses:
+            with socket.socket(family, kind, proto) as sock:
+                sock.settimeout(connect_timeout)
+                try:
+                    sock.connect(sockaddr)
+                except OSError as exc:
+                    if exc.errno not in _FINAL_ERRNOS:  # a timeout, say: not a refusal
+                        return None
+                    reasons.append(f"Connect to {_address(family, sockaddr)} failed: {exc.strerror}")
+                    continue
+            return None  # accepted: something listens there
+    return reasons[-1] if reasons else None
+
+
+def check_cluster(flow: FlowConfig, side: Side, timeout: float | None = None, *, quick: bool = False) -> ClusterHealth:
     """Metadata of one side of a flow, or ``ClusterUnreachableError`` (one line naming the cluster).
 
     ``timeout`` (default: the flow's ``mirrorflow.cluster.timeout``) bounds the whole check; a cluster all of
     whose brokers refuse connections, fail authentication or do not resolve fails after
-    ``min(timeout, REFUSED_GRACE_S)``.
+    ``min(timeout, REFUSED_GRACE_S)``. ``quick``: for a caller with an answer without this cluster; every
+    bootstrap server refusing a TCP connection (or not resolving) fails at once, before librdkafka starts
+    (see :func:`refused_everywhere`).
     """
     timeout = cluster_timeout(flow) if timeout is None else timeout
     alias, bootstrap = _describe(flow, side)
     started = time.monotonic()
+    if quick and (refusal := refused_everywhere(bootstrap, min(timeout, _CONNECT_S))) is not None:
+        log.debug("cluster '%s' (%s) refused at once: %s", alias, side, refusal)
+        raise _unreachable(flow, side, time.monotonic() - started, refusal)
     errors: list[KafkaError] = []  # appended by admin.poll() below, in this thread
     admin = clients.admin(
         flow,
@@ -128,7 +183,7 @@ def check_cluster(flow: FlowConfig, side: Side, timeout: float | None = None) ->
             # first backoff stays librdkafka's 100 ms: a client that reconnects once while it negotiates API
             # versions (noida-db makes it) would otherwise wait a whole second, on every run.
             "reconnect.backoff.max.ms": 5000,
-            "logger": _LibrdkafkaToDebug(),
+            **clients.quiet(),
             "error_cb": errors.append,
         },
     )
@@ -170,11 +225,7 @@ def check_cluster(flow: FlowConfig, side: Side, timeout: float | None = None) ->
         reason = outcome["error"].str()
     else:
         reason = "no answer to a metadata request (is the host reachable from here? a firewall?)"
-    raise ClusterUnreachableError(
-        f"cluster '{alias}' ({side} of {flow.name}, bootstrap.servers {bootstrap}) did not answer within "
-        f"{seconds:.0f} s: {reason}",
-        (side,),
-    )
+    raise _unreachable(flow, side, seconds, reason)
 
 
 def check_clusters(
@@ -214,4 +265,5 @@ __all__ = [
     "check_cluster",
     "check_clusters",
     "cluster_timeout",
+    "refused_everywhere",
 ]

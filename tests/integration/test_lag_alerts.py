@@ -204,7 +204,9 @@ def test_the_lag_task_exists_only_with_a_threshold(tmp_path: Path, monkeypatch: 
     """No threshold, no task (and no lag measured every minute): the default costs nothing."""
     from mirrorflow_airflow.heartbeats_dag import heartbeats_dags
 
-    monkeypatch.setenv("MIRRORFLOW_CONFIG", str(DEFAULT_CONFIG))
+    off = tmp_path / "off.properties"  # the demo's file sets a threshold: turn it off (0 = off) for this case
+    off.write_text(DEFAULT_CONFIG.read_text() + "\nmirrorflow.alerts.lag.max.seconds = 0\n")
+    monkeypatch.setenv("MIRRORFLOW_CONFIG", str(off))
     plain = heartbeats_dags()[DAG_ID]
     assert "lag_alerts" not in plain.task_ids
     assert "Lag alerts are off: set `mirrorflow.alerts.lag.max.seconds`" in (plain.doc_md or "")

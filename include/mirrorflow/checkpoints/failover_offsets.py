@@ -7,6 +7,7 @@ disaster: the source is gone; this is what MM2's ``RemoteClusterUtils.translateO
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaException
@@ -15,6 +16,12 @@ from .. import clients, preflight
 from ..config.model import FlowConfig
 from .emit import committed_offsets, read_best, remote_topic, source_topic_of, syncs_location
 from .translate import Translation
+
+#: How long ``translate`` waits for a source that neither answers nor refuses (packets dropped: a host that is
+#: gone). A live cluster answers a metadata request in milliseconds, and without one the checkpoints on the
+#: target are the answer: a disaster is exactly when the source is silent, so the answer must not wait 10 s.
+#: A source refusing connections (or whose name does not resolve) is given up at once (``quick``).
+SOURCE_PROBE_S = 3.0
 
 
 @dataclass(frozen=True)
@@ -29,14 +36,27 @@ class ResumePoint:
     basis: str = ""  # copied runs, offset syncs or existing checkpoint: where the answer came from
 
 
-def translate_group(flow: FlowConfig, group: str, *, timeout: float = 30.0) -> tuple[str, list[ResumePoint]]:
-    """(where the answer came from, resume points per remote partition) for ``group``."""
+def translate_group(
+    flow: FlowConfig,
+    group: str,
+    *,
+    timeout: float = 30.0,
+    on_unreachable: Callable[[str], None] | None = None,
+) -> tuple[str, list[ResumePoint]]:
+    """(where the answer came from, resume points per remote partition) for ``group``.
+
+    ``on_unreachable`` receives the one line naming the source when it did not answer (the CLI prints it as a
+    warning): the answer then comes from the checkpoints, found in about a second, not after a long probe.
+    """
     offsets = None
     try:
-        preflight.check_cluster(flow, "source", timeout=min(timeout, 10.0))
-        offsets = committed_offsets(clients.admin(flow, "source"), [group], timeout).get(group)
-    except (preflight.ClusterUnreachableError, KafkaException, TimeoutError):
-        pass  # the source is gone: fall back to the checkpoints
+        preflight.check_cluster(flow, "source", timeout=min(timeout, SOURCE_PROBE_S), quick=True)
+        offsets = committed_offsets(clients.admin(flow, "source", **clients.quiet()), [group], timeout).get(group)
+    except preflight.ClusterUnreachableError as exc:
+        if on_unreachable is not None:
+            on_unreachable(str(exc))  # the source is gone: fall back to the checkpoints
+    except (KafkaException, TimeoutError):
+        pass  # the source went away between the check and the read: fall back to the checkpoints
     if offsets is not None:
         return f"live translation of the group's offsets on {flow.source}", live_points(flow, group, offsets, timeout)
     return f"last checkpoints on {flow.target} ({flow.source} did not answer)", checkpoint_points(flow, group, timeout)
@@ -89,6 +109,7 @@ def render_resume_points(flow: FlowConfig, group: str, source: str, points: list
 
 
 __all__ = [
+    "SOURCE_PROBE_S",
     "ResumePoint",
     "checkpoint_points",
     "live_points",
