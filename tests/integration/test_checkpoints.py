@@ -100,15 +100,26 @@ def test_failed_over_groups_resume_exactly_where_they_left_off(kafka_clusters: A
     commit(kafka_clusters.primary, end, {(plain, 0): 20, (plain, 1): 20, (plain, 2): 20, (txn, 0): txn_offsets[-1] + 1})
     # after the first transaction: its commit marker and the aborted records follow, then the 2nd transaction
     commit(kafka_clusters.primary, in_gap, {(txn, 0): txn_offsets[5] + 2})
+    # a consumer that read everything commits the log end: past the trailing commit marker, which no later run
+    # vouches for (the copy's progress does)
+    after_marker = f"{prefix}-marker"
+    commit(kafka_clusters.primary, after_marker, {(txn, 0): txn_offsets[-1] + 2})
 
     checkpoints = emit_checkpoints(flow)
     by_group = {g.group: g for g in checkpoints.groups}
-    assert set(by_group) == {mid, end, in_gap}
+    assert set(by_group) == {mid, end, in_gap, after_marker}
     for group in by_group.values():
         assert [p.kind for p in group.partitions] == ["exact"] * len(group.partitions), group
         assert group.max_rereads == 0
     stored = read_checkpoints(flow)
     assert stored[(mid, f"primary.{plain}", 1)].upstream_offset == 13
+    [marker] = by_group[after_marker].partitions
+    assert (marker.kind, marker.basis, marker.downstream) == (
+        "exact",
+        "copied runs",
+        stored[(end, f"primary.{txn}", 0)].downstream_offset,
+    )
+    assert "the copy read on to upstream" in marker.reason  # the progress vouched for the marker
 
     synced = sync_group_offsets(flow)
     assert synced.errors == [] and synced.skipped_active == []
@@ -117,6 +128,7 @@ def test_failed_over_groups_resume_exactly_where_they_left_off(kafka_clusters: A
     got_mid = resume(kafka_clusters.backup, mid, [f"primary.{plain}"], len(expect_mid))
     assert sorted(got_mid) == sorted(expect_mid)  # no record skipped, none read twice
     assert resume(kafka_clusters.backup, end, [f"primary.{plain}", f"primary.{txn}"], 0, timeout=10) == []
+    assert resume(kafka_clusters.backup, after_marker, [f"primary.{txn}"], 0, timeout=10) == []
     expect_gap = [v for v in (r.value for r in read_all(kafka_clusters.primary, txn)) if v.startswith(b"t-ok2")]
     assert resume(kafka_clusters.backup, in_gap, [f"primary.{txn}"], len(expect_gap)) == expect_gap
 

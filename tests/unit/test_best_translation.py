@@ -55,6 +55,11 @@ def test_a_checkpoint_answers_when_nothing_else_does() -> None:
     assert choose(refused, cp(10, 7), 10).downstream == 7
     alone = choose(None, cp(10, 7), 10)  # no syncs readable (a disaster with the syncs on the source)
     assert (alone.downstream, alone.kind, alone.rereads, alone.basis) == (7, "checkpoint", 0, "existing checkpoint")
+    assert "not known" in alone.reason
+    # MM2's store was cleared by a restart's rewind (first sync kept: upstream 5,850 at 6,000): 3,000 is refused,
+    # the checkpoint at 2,930 answers, re-reads counted from the kept sync as if one record per offset.
+    old = choose(Translation(3_000, None, "refused"), cp(3_000, 2_930), 3_000, reference=(5_850, 6_000))
+    assert (old.downstream, old.rereads, old.basis) == (2_930, 3_000 - (5_850 + 2_930 - 6_000), "existing checkpoint")
     assert choose(refused, None, 10) is refused
     assert choose(None, None, 10).kind == "unavailable"
     assert choose(approx(10, 4, 5), Checkpoint("g", "A.t", 0, 10, -1), 10).basis == "offset syncs"  # not valid

@@ -39,11 +39,18 @@ def valid_for(checkpoint: Checkpoint | None, upstream: int) -> bool:
     return checkpoint is not None and checkpoint.downstream_offset >= 0 and checkpoint.upstream_offset <= upstream
 
 
-def choose(translation: Translation | None, checkpoint: Checkpoint | None, upstream: int) -> Translation:
+def choose(
+    translation: Translation | None,
+    checkpoint: Checkpoint | None,
+    upstream: int,
+    reference: tuple[int, int] | None = None,
+) -> Translation:
     """The best valid answer for a group committed at ``upstream``, from a fresh translation and a checkpoint.
 
     ``translation`` may be None (no offset syncs readable, e.g. they lie on a source that is down); the
-    checkpoint must be the group's own for the same remote topic and partition (or None).
+    checkpoint must be the group's own for the same remote topic and partition (or None). ``reference`` is a
+    known (upstream, downstream) pair of the partition (the sync MM2's lookup picks) to count re-reads from
+    when the fresh translation has no offset (refused: every sync kept is newer).
     """
     fresh = translation or Translation(upstream, None, "unavailable", reason="no offset syncs read")
     if fresh.kind == "exact" or not valid_for(checkpoint, upstream):
@@ -51,24 +58,35 @@ def choose(translation: Translation | None, checkpoint: Checkpoint | None, upstr
     assert checkpoint is not None
     if fresh.downstream is not None and fresh.downstream >= checkpoint.downstream_offset:
         return fresh
-    return from_checkpoint(checkpoint, upstream, fresh)
+    return from_checkpoint(checkpoint, upstream, fresh, reference)
 
 
-def from_checkpoint(checkpoint: Checkpoint, upstream: int, fresh: Translation) -> Translation:
-    """The checkpoint as the answer, with the re-reads it saves over ``fresh`` taken off ``fresh``'s count.
+def from_checkpoint(
+    checkpoint: Checkpoint, upstream: int, fresh: Translation, reference: tuple[int, int] | None = None
+) -> Translation:
+    """The checkpoint as the answer, with its re-reads counted the way the translator counts them.
 
-    Re-reads are an estimate: ``fresh`` counts up to N records from its downstream offset, and each downstream
-    offset the checkpoint lies further holds at most one of them; at least the ``upstream - U'`` records the
-    group consumed since the checkpoint's own offset are read again. Without a fresh count, only those.
+    The translator counts upstream offsets, as if each were one record copied once (MM2's +1 rule does the
+    same). Under that convention the record at the checkpoint's downstream offset D' is the copy of upstream
+    ``u + (D' - d)`` for any known pair (u, d): ``fresh`` itself (its offset is one past its sync), or
+    ``reference``. The re-reads are the upstream offsets from there to the committed one, and never fewer
+    than the ``upstream - U'`` the group consumed since the checkpoint's own offset. With neither, only
+    those are counted, and the reason says the rest is not known.
     """
-    gained = checkpoint.downstream_offset - fresh.downstream if fresh.downstream is not None else None
     since = upstream - checkpoint.upstream_offset
-    rereads = since if gained is None else max(since, fresh.rereads - gained)
+    d = checkpoint.downstream_offset
     same = "for this very committed offset" if since == 0 else f"for upstream {checkpoint.upstream_offset}"
     reason = f"the checkpoint already on the target {same}"
     if fresh.downstream is not None:
-        reason += f" (a new translation gives {fresh.downstream}: {fresh.basis or fresh.kind})"
-    return Translation(upstream, checkpoint.downstream_offset, CHECKPOINT, rereads, reason, EXISTING_CHECKPOINT)
+        rereads = max(since, fresh.rereads - (d - fresh.downstream))
+        reason += f"; a new translation gives {fresh.downstream} ({fresh.basis or fresh.kind})"
+    elif reference is not None:
+        rereads = max(since, upstream - (reference[0] + d - reference[1]))
+        reason += f"; a new translation is {fresh.kind}"
+    else:
+        rereads = since
+        reason += "; how many records it re-reads is not known"
+    return Translation(upstream, d, CHECKPOINT, rereads, reason, EXISTING_CHECKPOINT)
 
 
 @dataclass(frozen=True)
@@ -85,16 +103,18 @@ class BestTranslator:
 
     def translate(self, group: str, source_topic: str, remote_topic: str, partition: int, upstream: int) -> Translation:
         """The best answer for ``group`` committed at ``upstream`` on ``source_topic[partition]``."""
-        fresh = None if self.translator is None else self.translator.translate(source_topic, partition, upstream)
-        return choose(fresh, self.checkpoints.get((group, remote_topic, partition)), upstream)
+        return self._choose(source_topic, partition, upstream, self.checkpoints.get((group, remote_topic, partition)))
 
     def resolve(self, checkpoint: Checkpoint, source_topic: str) -> Translation:
         """The best answer for the committed offset a checkpoint recorded."""
-        upstream = checkpoint.upstream_offset
-        fresh = (
-            None if self.translator is None else self.translator.translate(source_topic, checkpoint.partition, upstream)
-        )
-        return choose(fresh, checkpoint, upstream)
+        return self._choose(source_topic, checkpoint.partition, checkpoint.upstream_offset, checkpoint)
+
+    def _choose(self, source_topic: str, partition: int, upstream: int, checkpoint: Checkpoint | None) -> Translation:
+        if self.translator is None:
+            return choose(None, checkpoint, upstream)
+        fresh = self.translator.translate(source_topic, partition, upstream)
+        sync = self.translator.store.lookup(source_topic, partition, upstream)
+        return choose(fresh, checkpoint, upstream, None if sync is None else (sync.upstream, sync.downstream))
 
 
 __all__ = ["CHECKPOINT", "BestTranslator", "Checkpoints", "choose", "from_checkpoint", "valid_for"]
