@@ -32,7 +32,14 @@ from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, Ka
 
 from .. import clients, preflight
 from ..checkpoints.best import CHECKPOINT, BestTranslator
-from ..checkpoints.emit import committed_offsets, read_best, remote_topic, source_topic_of, syncs_location
+from ..checkpoints.emit import (
+    committed_offsets,
+    read_checkpoints,
+    read_translator,
+    remote_topic,
+    source_topic_of,
+    syncs_location,
+)
 from ..checkpoints.groupsync import IDLE_STATES, group_states
 from ..checkpoints.translate import OffsetTranslator, Translation
 from ..config.model import FlowConfig
@@ -189,7 +196,9 @@ def plan_failover(
         None if newest is None else round(time.time() - newest / 1000, 1),
     )
     # Disaster mode reads the syncs only where they survive the source (offset-syncs.topic.location=target).
-    best = read_best(flow, timeout, syncs=mode == "planned" or syncs_location(flow)[0] == "target")
+    syncs = mode == "planned" or syncs_location(flow)[0] == "target"
+    # read_checkpoints looked up here, at call time: benchmarks/failover.py times it by replacing it on this module.
+    best = BestTranslator(read_translator(flow, timeout) if syncs else None, read_checkpoints(flow, timeout))
     by_group = wanted_from_checkpoints(flow, best)
     if mode == "planned":
         live = committed_offsets(clients.admin(flow, "source"), list(by_group), timeout)
