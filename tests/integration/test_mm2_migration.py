@@ -33,6 +33,7 @@ from include.mirrorflow.checkpoints.groupsync import sync_group_offsets
 from include.mirrorflow.checkpoints.syncstore import OffsetSyncStore
 from include.mirrorflow.cli import main
 from include.mirrorflow.config import load_config
+from include.mirrorflow.failover.failback import plan_failback
 from include.mirrorflow.failover.plan import plan_failover
 from include.mirrorflow.replication.executor import LocalExecutor
 from include.mirrorflow.replication.progress import progress_location, progress_topic
@@ -231,7 +232,6 @@ def test_every_answer_is_at_least_as_good_as_mm2s_checkpoint_and_exact_where_mir
         seen[suffix] = (rereads, e.rereads, t.rereads, m.outcome, m.re_read_records)
         if e.kind == "exact":
             assert rereads == 0 and e.downstream == landed[p][committed]
-    print("\n".join(map(str, table)))
 
     rows = {row[0]: row for row in table}
     # Records actually read again from the answer; what emission and translate report; the disaster dry run's row
@@ -295,3 +295,24 @@ def test_group_offset_sync_writes_the_best_answers(migrated: dict[str, Any]) -> 
     landed = migrated["landed"]
     assert written["g-edge"] == ({f"{remote}:0": landed[0][MM2_END]}, {f"{remote}:0": "copied runs"})
     assert written["g-new"] == ({f"{remote}:1": landed[1][12_300]}, {f"{remote}:1": "copied runs"})
+
+
+def test_failback_dry_run_maps_the_groups_home_never_backwards(migrated: dict[str, Any]) -> None:
+    """After the group sync above, each group sits on the remote topic at its answer; going home inverts it."""
+    flow, prefix, topic = migrated["flow"], migrated["prefix"], migrated["topic"]
+    plan = plan_failback(load_config(migrated["path"]), flow, groups=f"{prefix}-.*", dry_run=True)
+    rows = {
+        g.group.removeprefix(f"{prefix}-"): (p.remote_topic, p.target_offset, p.kind, p.basis, p.action)
+        for g in plan.groups
+        for p in g.partitions
+    }
+    # Where mirrorflow copied, exactly home (the source already holds these offsets: nothing to write).
+    assert rows["g-edge"] == (topic, MM2_END, "exact", "copied runs", "keep")
+    assert rows["g-new"] == (topic, 12_300, "exact", "copied runs", "keep")
+    # In MM2's range, one past the closest sync kept before the checkpoint's offset: never ahead of what the
+    # group committed on the source, which keeps its own offset (never moved back).
+    homes = {"g-a": 9_697, "g-c": 6_465, "g-x2": 10_699, "g-moved": 1}  # the store lost precision there
+    for suffix, home in homes.items():
+        assert rows[suffix] == (topic, home, "approximate", "offset syncs", "keep"), suffix
+        assert home <= GROUPS[suffix][1]
+    assert rows["g-old"] == (topic, None, "refused", "", "skip")  # before MM2's restart: no sync kept, not moved

@@ -116,3 +116,20 @@ def test_every_translation_names_its_basis() -> None:
     mm2 = translator([OffsetSync("t", 0, 100, 40), OffsetSync("t", 0, 201, 140)])
     assert [mm2.translate("t", 0, u).basis for u in (100, 150)] == ["offset syncs", "offset syncs"]
     assert mm2.translate("t", 0, 99).basis == ""  # refused: nothing answered
+
+
+def test_failback_in_a_range_mm2_copied_goes_back_from_the_syncs() -> None:
+    # MM2 synced upstream 100 -> 40 and 201 -> 140; mirrorflow's runs say nothing there.
+    mm2 = translator([OffsetSync("t", 0, 100, 40), OffsetSync("t", 0, 201, 140)])
+    pinned = mm2.translate_back("t", 0, 140)  # the group's next record is the copy of upstream 201
+    assert (pinned.downstream, pinned.kind, pinned.basis) == (201, "exact", "offset syncs")
+    between = mm2.translate_back("t", 0, 90)  # it consumed the copy of 100 (at 40) and 49 records after it
+    assert (between.downstream, between.kind, between.rereads, between.basis) == (
+        101,
+        "approximate",
+        49,
+        "offset syncs",
+    )
+    assert mm2.translate_back("t", 0, 39).downstream is None  # before every sync kept: nothing known
+    runs = translator(run_syncs("t", 0, 0, 9))  # runs answer first
+    assert runs.translate_back("t", 0, 5).basis == "copied runs"

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ..wire import OffsetSync
-from .syncstore import OffsetSyncStore
+from .syncstore import OffsetSyncStore, Sync
 
 Kind = Literal["exact", "approximate", "refused", "unavailable"]
 
@@ -161,8 +161,17 @@ class OffsetTranslator:
         return fallback
 
     def translate_back(self, topic: str, partition: int, downstream: int) -> Translation:
-        """Failback: an offset on the remote copy of ``topic`` back to ``topic``'s own offset (see below)."""
-        return _translate_back(self._runs.get((topic, partition)), downstream)
+        """Failback: an offset on the remote copy of ``topic`` back to ``topic``'s own offset (see below).
+
+        Where no copied run answers (a range MM2 copied), the offset syncs do, conservatively: see
+        :func:`_back_from_syncs`.
+        """
+        back = _translate_back(self._runs.get((topic, partition)), downstream)
+        if back.downstream is not None:
+            return back
+        history = self.store.history(topic, partition)
+        from_syncs = None if history is None else _back_from_syncs(history.syncs(), downstream)
+        return from_syncs or back
 
     def _mm2(self, topic: str, partition: int, upstream: int) -> Translation:
         downstream = self.store.translate_mm2(topic, partition, upstream)
@@ -223,6 +232,32 @@ def _translate_back(runs: _PartitionRuns | None, downstream: int) -> Translation
             downstream, last.end_u + 1, "exact", reason="after the last copied record", basis=COPIED_RUNS
         )
     return Translation(downstream, None, "refused", reason="no copied run covers this offset")
+
+
+def _back_from_syncs(syncs: list[Sync], downstream: int) -> Translation | None:
+    """Failback from MM2's syncs: the closest sync at or before a group's offset on the remote topic.
+
+    A group at downstream offset D consumed every record before D. A sync (u, d) with d < D says the copy of
+    source record u lies before D, and the copy is in source order, so every source record up to u was
+    consumed: the group resumes at u + 1 on the source, re-reading at most the ``D - 1 - d`` records copied in
+    between (the inverse of MM2's +1 rule). A sync at exactly D pins the next record the group reads: exact.
+    """
+    usable = [s for s in syncs if s.downstream <= downstream]
+    if not usable:
+        return None
+    sync = max(usable, key=lambda s: s.downstream)
+    if sync.downstream == downstream:
+        return Translation(
+            downstream, sync.upstream, "exact", reason="an offset sync pins this record", basis=OFFSET_SYNCS
+        )
+    return Translation(
+        downstream,
+        sync.upstream + 1,
+        "approximate",
+        rereads=downstream - 1 - sync.downstream,
+        reason=f"one past the sync at downstream {sync.downstream} (upstream {sync.upstream})",
+        basis=OFFSET_SYNCS,
+    )
 
 
 def _exact(runs: _PartitionRuns, upstream: int, read_to: tuple[int, int] | None = None) -> Translation | None:

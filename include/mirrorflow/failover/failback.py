@@ -6,7 +6,8 @@ For flow ``primary->backup`` after a failover, consumers ran on ``backup``: on t
 1. copies ``backup``'s own topics to ``primary`` along the reverse pair ``backup->primary`` (even if the file
    does not enable it for everyday mirroring): ``orders`` on backup becomes ``backup.orders`` on primary;
 2. translates every group's offsets on ``backup`` back to ``primary``: an offset on ``primary.orders`` maps to
-   ``orders`` through the inverse of the forward copy's runs (exact), an offset on ``orders`` maps to
+   ``orders`` through the inverse of the forward copy's runs (exact; in a range MM2 copied, one past the
+   closest offset sync before it), an offset on ``orders`` maps to
    ``backup.orders`` through the reverse copy, taking the best valid answer with the reverse pair's
    checkpoints on ``primary`` (``checkpoints.best.choose``; exact where contiguous);
 3. commits them on ``primary`` (never backwards; groups active on primary refused unless force).
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import replace
 from datetime import UTC, datetime
 
 from .. import clients, preflight
@@ -81,8 +81,10 @@ def plan_failback(
         for (topic, partition), (offset, _meta) in tps.items():
             if flow.policy.topic_source(topic) == flow.source:  # primary.orders -> orders
                 original = flow.policy.upstream_topic(topic) or topic
-                t = forward_runs.translate_back(original, partition, offset)  # its upstream field: the offset here
-                home.setdefault(group, {})[(original, partition)] = replace(t, rereads=0)
+                # Its upstream field holds the offset here; exact through the copied runs, else from the syncs.
+                home.setdefault(group, {})[(original, partition)] = forward_runs.translate_back(
+                    original, partition, offset
+                )
             elif back.should_replicate_topic(topic):  # orders on backup -> backup.orders on primary
                 remote = back.policy.format_remote_topic(back.source, topic)
                 home.setdefault(group, {})[(remote, partition)] = reverse.translate(

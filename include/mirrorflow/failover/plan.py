@@ -251,13 +251,13 @@ def checkpoint_rereads(translator: OffsetTranslator, source_topic: str, p: Parti
     A checkpoint records where the group would resume when it was written, not how exact that was, and the
     copy may have gone on since. Mapping the checkpoint's target offset back through the copied runs gives
     the source record the group would resume at: everything from there to its committed offset it reads
-    again (or, past the copied position, lacks: ``classify`` moves those to missing). Without runs (syncs
-    written by MM2) the estimate ``best.choose`` made stands.
+    again (or, past the copied position, lacks: ``classify`` moves those to missing). Without an exact
+    mapping (syncs written by MM2) the estimate ``best.choose`` made stands.
     """
     if p.target_offset is None:
         return 0
     back = translator.translate_back(source_topic, p.partition, p.target_offset)
-    if back.downstream is not None:
+    if back.kind == "exact" and back.downstream is not None:
         return max(0, p.source_offset - back.downstream)
     return p.rereads
 
