@@ -394,28 +394,27 @@ def checkpoint_status(flow: FlowConfig, timeout: float) -> dict[str, Any]:
 
 
 def groups_status(flow: FlowConfig, timeout: float) -> dict[str, Any]:
-    """Every checkpoint on the target with what the copied runs say of it now (see :func:`summarize_groups`).
+    """Every checkpoint on the target with the answer a failover would use now (see :func:`summarize_groups`).
 
-    ``rows`` is internal: :func:`flow_status` replaces this part with the summary once the copied positions
-    are known.
+    The answer is the failover's own: the best valid one of the copied runs, the offset syncs and the
+    checkpoint itself (``checkpoints/best.py``), so an MM2 checkpoint that the syncs can no longer match is
+    counted at its own re-reads. ``rows`` is internal: :func:`flow_status` replaces this part with the
+    summary once the copied positions are known.
     """
+    from .checkpoints.best import BestTranslator
     from .checkpoints.emit import read_checkpoints, read_translator, remote_topic
 
     with ThreadPoolExecutor(2, thread_name_prefix="status-groups") as pool:
         translator_future = pool.submit(read_translator, flow, timeout)
         checkpoints = read_checkpoints(flow, timeout)
         translator = translator_future.result()
+    best = BestTranslator(translator, checkpoints)
     source_of = {remote_topic(flow, topic): topic for topic, _ in translator.partitions()}
     rows = []
     for (group, remote, partition), cp in sorted(checkpoints.items()):
         source = source_of.get(remote)
-        t = None if source is None else translator.translate(source, partition, cp.upstream_offset)
-        if t is None or t.downstream is None:
-            rereads = 0
-        elif t.kind == "exact":  # a checkpoint older than today's exact answer re-reads the difference
-            rereads = max(0, t.downstream - cp.downstream_offset)
-        else:
-            rereads = t.rereads
+        t = None if source is None else best.resolve(cp, source)
+        translated = t is not None and t.downstream is not None
         rows.append(
             {
                 "group": group,
@@ -423,9 +422,11 @@ def groups_status(flow: FlowConfig, timeout: float) -> dict[str, Any]:
                 "source_topic": source,
                 "partition": partition,
                 "upstream_offset": cp.upstream_offset,
-                "downstream_offset": cp.downstream_offset,
-                "translated": t is not None and t.downstream is not None,
-                "rereads": rereads,
+                "downstream_offset": t.downstream if translated else cp.downstream_offset,
+                "translated": translated,
+                "exact": translated and t.kind == "exact",
+                "rereads": t.rereads if translated else 0,
+                "basis": t.basis if translated else "",
             }
         )
     return {"rows": rows}
@@ -448,14 +449,20 @@ def summarize_groups(rows: list[dict[str, Any]], copied: dict[tuple[str, int], i
         position = copied.get((row["source_topic"], row["partition"])) if row["source_topic"] else None
         target = row["downstream_offset"] if row["translated"] else None
         c = classify(row["upstream_offset"], target, row["rereads"], position)
-        counts[c.outcome] += 1
-        groups[row["group"]] = groups.get(row["group"], True) and c.outcome == "exact"
-        if c.outcome != "exact":
-            shown = {k: row[k] for k in ("group", "topic", "partition", "upstream_offset", "downstream_offset")}
+        outcome, re_read = c.outcome, c.re_read_records
+        if outcome == "exact" and not row.get("exact", True):  # nothing counted, but not proven exact either
+            outcome, re_read = "re-read", None  # how many is not known (a kept checkpoint without syncs)
+        counts[outcome] += 1
+        groups[row["group"]] = groups.get(row["group"], True) and outcome == "exact"
+        if outcome != "exact":
+            keys = ("group", "topic", "partition", "upstream_offset", "downstream_offset", "basis")
+            shown = {k: row.get(k) for k in keys}
             others.append(
-                {**shown, "outcome": c.outcome, "re_read_records": c.re_read_records, "missing_records": c.missing_records}
+                {**shown, "outcome": outcome, "re_read_records": re_read, "missing_records": c.missing_records}
             )
-    others.sort(key=lambda r: (-r["missing_records"], -r["re_read_records"], r["group"], r["topic"], r["partition"]))
+    others.sort(
+        key=lambda r: (-r["missing_records"], -(r["re_read_records"] or 0), r["group"], r["topic"], r["partition"])
+    )
     return {
         "groups": len(groups),
         "groups_exact": sum(groups.values()),
@@ -678,7 +685,8 @@ def _groups_line(groups: dict[str, Any]) -> str:
     if worst is not None:
         what = {
             "not-yet-copied": f"not yet copied: {worst['missing_records']:,} record(s)",
-            "re-read": f"re-reads {worst['re_read_records']:,}",
+            "re-read": "re-reads "
+            + ("an unknown number" if worst["re_read_records"] is None else f"{worst['re_read_records']:,}"),
         }.get(worst["outcome"], worst["outcome"])
         line += f"; worst: {worst['group']} {worst['topic']}[{worst['partition']}] {what}"
     return line

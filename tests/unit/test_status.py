@@ -117,3 +117,25 @@ def test_groups_say_what_a_failover_now_would_do_per_checkpoint() -> None:
     ) in render_text([st])
     st.groups = summarize_groups([], {})
     assert "groups:      no checkpoints on the target yet" in render_text([st])
+
+
+def test_a_kept_checkpoint_without_a_count_is_never_called_exact() -> None:
+    kept = {
+        "group": "mm2-group",
+        "topic": "primary.t",
+        "source_topic": "t",
+        "partition": 0,
+        "upstream_offset": 10,
+        "downstream_offset": 9,
+        "translated": True,
+        "exact": False,  # an MM2 checkpoint kept as the best answer; the syncs cannot count its re-reads
+        "rereads": 0,
+        "basis": "existing checkpoint",
+    }
+    summary = summarize_groups([kept], {("t", 0): 30})
+    assert (summary["groups_exact"], summary["outcomes"]["re-read"]) == (0, 1)
+    [row] = summary["not_exact"]
+    assert (row["outcome"], row["re_read_records"], row["basis"]) == ("re-read", None, "existing checkpoint")
+    assert "worst: mm2-group primary.t[0] re-reads an unknown number" in render_text(
+        [FlowStatus("primary->backup", NOW_MS, groups=summary)]
+    )
