@@ -249,3 +249,16 @@ def test_an_old_failover_log_entry_without_outcomes_still_reads() -> None:
     }
     assert plan_from_dict(old).groups[0].partitions[0].outcome == ""
     assert "| primary.orders | 0 | 5 | - | 5 |" in render_markdown(plan_from_dict(old))
+
+
+def test_a_kept_checkpoint_whose_re_reads_cannot_be_counted_is_never_exact() -> None:
+    """A disaster with the offset syncs on the lost source: a kept checkpoint's re-reads are not known (0 counted)."""
+    kept = row(0, 100, 97, kind="checkpoint", rereads=0, copied=200)
+    assert (kept.outcome, kept.re_read_records) == ("re-read", 0)
+    assert outcome_text(kept, False) == "re-reads an unknown number"
+    exact = row(1, 50, 50, copied=200)
+    t = totals([kept, exact])
+    assert (t.exact, t.unknown_re_reads, t.re_read_partitions) == (1, 1, 0)
+    text = top_line(plan(GroupMove("g", "EMPTY", [kept, exact]), mode="disaster", reachable=False))
+    assert text.startswith("Nothing missing, but consumers may re-read an unknown number of records in 1 partition")
+    assert "translates exactly" not in text

@@ -39,13 +39,21 @@ class Classified:
     missing_records: int
 
 
-def classify(source_offset: int, target_offset: int | None, rereads: int, copied_position: int | None) -> Classified:
+def classify(
+    source_offset: int,
+    target_offset: int | None,
+    rereads: int,
+    copied_position: int | None,
+    proven_exact: bool = True,
+) -> Classified:
     """The outcome of moving a group that committed ``source_offset`` to ``target_offset`` on the target.
 
     ``rereads`` is what the translation says; ``copied_position`` the next source offset the copy will copy
     (None: unknown). Past the copied position the translator's "re-reads" are records that are not on the
     target at all (it counts from the last copied record), so they are reported as missing instead; only
-    what remains (a sync older than the copy's end) is a re-read.
+    what remains (a sync older than the copy's end) is a re-read. ``proven_exact=False`` (a kept checkpoint
+    whose re-reads nothing can count) is never called exact: it is a re-read of an unknown number (0 records
+    counted).
     """
     if target_offset is None:
         return Classified(UNTRANSLATED, 0, 0)
@@ -53,7 +61,7 @@ def classify(source_offset: int, target_offset: int | None, rereads: int, copied
     re_read = max(0, rereads - missing)
     if missing:
         return Classified(NOT_YET_COPIED, re_read, missing)
-    return Classified(RE_READ if re_read else EXACT, re_read, 0)
+    return Classified(RE_READ if re_read or not proven_exact else EXACT, re_read, 0)
 
 
 def _n(value: int) -> str:
@@ -89,7 +97,7 @@ def outcome_text(p: PartitionMove, source_reachable: bool | None) -> str:
         text = f"not yet copied: {_records(p.missing_records)} ({age_text(p.missing_age_seconds, source_reachable)})"
         return text + (f"; re-reads {_n(p.re_read_records)}" if p.re_read_records else "")
     if p.outcome == RE_READ:
-        return f"re-reads {_n(p.re_read_records)}"
+        return f"re-reads {_n(p.re_read_records)}" if p.re_read_records else "re-reads an unknown number"
     return "exact"
 
 
@@ -116,6 +124,7 @@ class Totals:
     missing_records: int = 0
     oldest_missing_s: float | None = None
     untranslated: int = 0
+    unknown_re_reads: int = 0  # re-read partitions whose count is not known (kept checkpoints, syncs unreadable)
 
     def to_dict(self) -> dict[str, int | float | None]:
         return dict(self.__dict__)
@@ -136,6 +145,7 @@ def totals(partitions: Iterable[PartitionMove]) -> Totals:
         missing_records=sum(p.missing_records for p in missing),
         oldest_missing_s=max(ages) if ages and len(ages) == len(missing) else None,
         untranslated=sum(1 for p in parts if p.outcome == UNTRANSLATED),
+        unknown_re_reads=sum(1 for p in parts if p.outcome == RE_READ and not p.re_read_records),
     )
 
 
@@ -144,6 +154,8 @@ def totals_text(t: Totals, source_reachable: bool | None) -> str:
     parts = [f"{t.exact} exact"]
     if t.re_read_partitions:
         parts.append(f"{t.re_read_partitions} re-read ({_records(t.re_read_records)})")
+    if t.unknown_re_reads:
+        parts.append(f"{t.unknown_re_reads} re-read (how many not known)")
     if t.missing_partitions:
         age = age_text(t.oldest_missing_s, source_reachable)
         parts.append(f"{t.missing_partitions} not yet copied ({_records(t.missing_records)}, {age})")
@@ -181,6 +193,12 @@ def top_line(plan: FailoverPlan) -> str:
             f"Nothing missing, but consumers re-read up to {_records(t.re_read_records)} in "
             f"{_partitions(t.re_read_partitions)} (approximate translations): their processing must tolerate "
             "duplicates." + _untranslated_clause(t) + tail
+        )
+    if t.unknown_re_reads:
+        return (
+            f"Nothing missing, but consumers may re-read an unknown number of records in "
+            f"{_partitions(t.unknown_re_reads)} (checkpoints kept as they are; the offset syncs cannot count "
+            "them): their processing must tolerate duplicates." + _untranslated_clause(t) + tail
         )
     if t.untranslated:
         return "Nothing re-read, nothing missing where translated." + _untranslated_clause(t) + tail

@@ -78,7 +78,8 @@ class PartitionMove:
     def assess(self, copied_position: int | None) -> None:
         """Set the outcome from the translation and how far the copy got (None: not known)."""
         self.copied_position = copied_position
-        c = classify(self.source_offset, self.target_offset, self.rereads, copied_position)
+        proven = self.kind == "exact" or self.rereads > 0  # a kept checkpoint counted 0 is not proven exact
+        c = classify(self.source_offset, self.target_offset, self.rereads, copied_position, proven)
         self.outcome, self.re_read_records, self.missing_records = c.outcome, c.re_read_records, c.missing_records
 
 
