@@ -262,6 +262,79 @@ def _heartbeats(args: argparse.Namespace) -> int:
     return 1 if fresh.verdict == "stale" else 0
 
 
+def _verify(args: argparse.Namespace) -> int:
+    """Compare the source's committed records with their copies on the target (``verify``): exit 0 identical, 1 any
+    difference (listed), 2 could not verify (a cluster or the Spark Connect server unreachable, a chunk that failed).
+
+    Chunks run as Spark tasks on a Spark Connect server (as ``replicate``), or here with ``--in-process``.
+    """
+    from datetime import UTC, datetime
+
+    from .config import overrides
+    from .replication.connect import ConnectServerUnreachable, SparkConnectExecutor
+    from .replication.entry import EXIT_CANNOT_RUN, EXIT_PROBLEM, RunError, check_flow_clusters, flow_of
+    from .replication.executor import LocalExecutor, UnitExecutor
+    from .verify import VerifyReport, render_text, verify_flow
+
+    def failed(message: str, code: int) -> int:
+        print(message, file=sys.stderr, flush=True)
+        if args.report:
+            empty = VerifyReport(args.flow, args.family, datetime.now(UTC).isoformat(timespec="seconds"))
+            empty.errors.append(message.removeprefix("error: "))
+            empty.write_json(args.report)
+        return code
+
+    try:
+        from_offsets = _parse_from_offsets(args.from_offsets)
+        config = load_config(args.config, overrides=overrides.from_environment())
+        flow = flow_of(config, args.flow, args.family)
+        check_flow_clusters(flow)  # both are read: name a dead one now, in one line
+    except (ConfigError, overrides.OverrideError) as exc:
+        return failed(str(exc), EXIT_PROBLEM)
+    except ValueError as exc:
+        return failed(f"error: {exc}", EXIT_PROBLEM)
+    except RunError as exc:
+        return failed(exc.message, exc.code)
+    executor: UnitExecutor = (
+        LocalExecutor() if args.in_process else SparkConnectExecutor(lambda: connect_url(args), f"{args.flow}/verify")
+    )
+    try:
+        report = verify_flow(
+            config,
+            args.flow,
+            args.family,
+            set(args.topics.split(",")) if args.topics else None,
+            args.since,
+            executor,
+            from_offsets=from_offsets,
+            chunk_records=args.chunk_records,
+        )
+    except (KeyError, ValueError) as exc:
+        return failed(f"error: {exc.args[0] if exc.args else exc}", EXIT_PROBLEM)
+    except ConnectServerUnreachable as exc:
+        return failed(f"error: {exc}", EXIT_CANNOT_RUN)
+    finally:
+        executor.close()
+    if args.report:
+        report.write_json(args.report)
+    print(json.dumps(report.to_dict(), indent=2) if args.json else render_text(report), flush=True)
+    return report.exit_code
+
+
+def _parse_from_offsets(text: str | None) -> dict[tuple[str, int], int] | None:
+    """``TOPIC:PARTITION=OFFSET[,...]`` as {(topic, partition): offset}; ValueError naming a malformed item."""
+    if not text:
+        return None
+    found: dict[tuple[str, int], int] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        where, equals, offset = item.rpartition("=")
+        topic, colon, partition = where.rpartition(":")
+        if not (equals and colon and topic and partition.isdigit() and offset.isdigit()):
+            raise ValueError(f"--from-offsets items look like TOPIC:PARTITION=OFFSET, not '{item}'")
+        found[(topic, int(partition))] = int(offset)
+    return found
+
+
 def spark_submit_command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
     """The spark-submit call (and environment) that runs the mirror Spark app, as Airflow does."""
     repo = Path(__file__).resolve().parents[2]
@@ -409,8 +482,38 @@ def build_parser() -> argparse.ArgumentParser:
     _add_debug(beats)
     beats.set_defaults(func=_heartbeats)
 
+    _add_verify_parser(sub)
     _add_demo_parser(sub)
     return parser
+
+
+def _add_verify_parser(sub: argparse._SubParsersAction) -> None:
+    verify = sub.add_parser(
+        "verify", help="compare the source's records with their copies on the target (exit 0 identical, 1 different)"
+    )
+    verify.add_argument("--config", required=True, help="mm2.properties file")
+    verify.add_argument("--flow", required=True, help="SOURCE->TARGET")
+    verify.add_argument("--family", default=None, help="topic family (default: every topic of the flow)")
+    verify.add_argument("--topics", default=None, help="comma-separated source topics (default: all of the family)")
+    start = verify.add_mutually_exclusive_group()
+    start.add_argument("--since", default=None, help="only records at most this old (e.g. 1h, 2d)")
+    start.add_argument(
+        "--from-offsets", default=None, help="start at these source offsets: TOPIC:PARTITION=OFFSET[,...]"
+    )
+    verify.add_argument(
+        "--chunk-records", type=int, default=250_000, help="source offsets per Spark task (default 250000)"
+    )
+    verify.add_argument("--json", action="store_true", help="machine-readable output")
+    verify.add_argument("--report", default=None, help="write the report as JSON to this path")
+    engine = verify.add_mutually_exclusive_group()
+    engine.add_argument(
+        "--remote",
+        default=None,
+        help="Spark Connect server sc://HOST:PORT (default: $SPARK_REMOTE, else a local one started on first use)",
+    )
+    engine.add_argument("--in-process", action="store_true", help="verify in this process, without Spark")
+    _add_debug(verify)
+    verify.set_defaults(func=_verify)
 
 
 def _add_debug(parser: argparse.ArgumentParser) -> None:

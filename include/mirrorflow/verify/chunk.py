@@ -1,0 +1,363 @@
+"""One chunk of a partition, verified inside a Spark task: read both sides, digest, find the first difference.
+
+Why here and not on the driver: a chunk task reads the source's committed records of ``[source_begin,
+source_end)`` and the target's of ``[target_begin, target_end)`` itself, with confluent-kafka, and returns only
+counts, two digests and (when they differ) the first difference. Records never pass through the Spark driver,
+so verification scales with the executors, as the copy does.
+
+Each side is read ``read_committed`` (aborted records and transaction markers are not records) and folded into
+its digest batch by batch; the two sides are compared position by position only until they first differ, then
+``LOOKAHEAD`` more records per side are kept to classify the difference (``compare.first_difference``), and the
+rest is only read and digested. A source whose log start passed the chunk's begin (retention) makes the chunk
+*unverifiable*, never *different*: what is gone cannot be compared.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+from .compare import LOOKAHEAD, first_difference
+from .records import encode, new_digest
+
+#: Records asked of the consumer per call; a call costs about the same for one record as for thousands.
+BATCH = 20_000
+
+#: The embedded test broker answers a fetch with a partition's whole backlog (see the platform notes): a large
+#: receive limit lets librdkafka accept it. Harmless against Apache Kafka, which honours fetch sizes.
+_RECEIVE_MAX = 200 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ChunkSpec:
+    """What one task verifies (plain values: it travels to executors by pickling)."""
+
+    index: int
+    topic: str
+    remote_topic: str
+    partition: int
+    source_begin: int
+    source_end: int
+    target_begin: int
+    target_end: int
+    source_fetch: int
+    target_fetch: int
+    begin_is_record: bool  # both begins are a copied record (an anchor or inside a run), not a gap
+    source_consumer: dict[str, Any]
+    target_consumer: dict[str, Any]
+    timeout_s: float = 60.0
+    lookahead: int = LOOKAHEAD
+    end_is_record: bool = False  # the ends are the next chunk's first record: a difference at the end names them
+
+
+@dataclass
+class ChunkResult:
+    """Counts, digests and the first difference of one chunk (``difference`` as ``Difference.to_dict()``)."""
+
+    index: int
+    topic: str
+    partition: int
+    source_begin: int
+    source_end: int
+    target_begin: int
+    target_end: int
+    source_records: int = 0
+    target_records: int = 0
+    source_digest: str = ""
+    target_digest: str = ""
+    difference: dict[str, Any] | None = None
+    unverifiable: str | None = None  # why this chunk could not be compared (the source's retention)
+    error: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def identical(self) -> bool:
+        return (
+            not self.error
+            and not self.unverifiable
+            and self.source_records == self.target_records
+            and self.source_digest == self.target_digest
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class _Truncated(Exception):
+    """The side's log start passed the offsets to read: those records are gone."""
+
+    def __init__(self, log_start: int) -> None:
+        super().__init__(log_start)
+        self.log_start = log_start
+
+
+class _Side:
+    """One side of a chunk: its committed records in ``[begin, end)`` in order, in batches, digested as read."""
+
+    def __init__(
+        self,
+        config: dict[str, Any],
+        topic: str,
+        partition: int,
+        begin: int,
+        end: int,
+        fetch: int,
+        expect_record: bool,
+        timeout: float,
+    ) -> None:
+        self.config, self.topic, self.partition = config, topic, partition
+        self.begin, self.end, self.timeout, self.expect_record = begin, end, timeout, expect_record
+        self.digest = new_digest()
+        self.count = 0
+        self.done = begin >= end
+        self.offsets: list[int] = []  # kept records not yet compared (see keep)
+        self.encs: list[bytes] = []
+        self.pos = 0
+        self.keep = True  # buffer records for the comparison (off once the first difference is known)
+        self._first = True
+        self._consumer: Consumer | None = None
+        if not self.done:
+            self._consumer = _consumer(config)
+            low, _high = self._consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
+            if begin < low:
+                self.close()
+                raise _Truncated(low)
+            self._consumer.assign([TopicPartition(topic, partition, max(min(fetch, begin), low))])
+        self._last_progress = time.monotonic()
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+    def available(self) -> int:
+        return len(self.encs) - self.pos
+
+    def fill(self) -> None:
+        """Read one more batch (digest it, keep it for comparison while ``keep``); sets ``done`` at the end."""
+        if self.done or self._consumer is None:
+            return
+        offsets, encs = self._read()
+        if self._first and (encs or self.done):
+            self._first = False
+            first = offsets[0] if offsets else self.end
+            if self.expect_record and first > self.begin:
+                more = _skipped(self.config, self.topic, self.partition, self.begin, first, self.timeout)
+                offsets, encs = [o for o, _ in more] + offsets, [e for _, e in more] + encs
+        if encs:
+            self.digest.update(b"".join(encs))
+            self.count += len(encs)
+            if self.keep:
+                if self.pos:
+                    del self.offsets[: self.pos], self.encs[: self.pos]
+                    self.pos = 0
+                self.offsets += offsets
+                self.encs += encs
+        if self.done:
+            self.close()
+
+    def _read(self) -> tuple[list[int], list[bytes]]:
+        consumer = self._consumer
+        assert consumer is not None
+        offsets: list[int] = []
+        encs: list[bytes] = []
+        begin, end = self.begin, self.end
+        for message in consumer.consume(BATCH, timeout=0.2):
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    position = consumer.position([TopicPartition(self.topic, self.partition)])[0].offset
+                    if position >= end:
+                        self.done = True
+                        break
+                    continue
+                if error.code() == KafkaError._AUTO_OFFSET_RESET:
+                    low, _ = consumer.get_watermark_offsets(TopicPartition(self.topic, self.partition), self.timeout)
+                    raise _Truncated(low)
+                raise RuntimeError(f"reading {self.topic}[{self.partition}]: {error.name()} ({error.str()})")
+            offset = message.offset()
+            if offset >= end:
+                self.done = True
+                break
+            if offset >= begin:
+                offsets.append(offset)
+                encs.append(encode(message))
+                if offset == end - 1:
+                    self.done = True
+                    break
+        if offsets or self.done:
+            self._last_progress = time.monotonic()
+        elif time.monotonic() - self._last_progress > self.timeout:
+            position = consumer.position([TopicPartition(self.topic, self.partition)])[0].offset
+            raise TimeoutError(
+                f"reading {self.topic}[{self.partition}]: no progress for {self.timeout:.0f} s at offset {position} "
+                f"(reading up to {end})"
+            )
+        return offsets, encs
+
+
+def _consumer(config: dict[str, Any]) -> Consumer:
+    """A read_committed consumer that never resets silently: a position retention deleted is an error."""
+    return Consumer(
+        {
+            "receive.message.max.bytes": _RECEIVE_MAX,
+            "max.partition.fetch.bytes": 8 * 1024 * 1024,
+            **config,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "error",
+        }
+    )
+
+
+def _skipped(
+    config: dict[str, Any], topic: str, partition: int, begin: int, first: int, timeout: float
+) -> list[tuple[int, bytes]]:
+    """Committed records in ``[begin, first)`` a read_committed fetch starting at ``begin`` did not deliver.
+
+    ``begin`` is known to hold a copied record, so a first delivered offset above it means the broker skipped
+    committed records: the embedded test broker does when a fetch starts inside a committed transaction (Apache
+    Kafka never does). A fetch from an earlier offset finds them: earlier offsets are tried, doubling the
+    distance back to the log start, as the copier does (``replication.copy._skipped_committed``). Rare.
+    """
+    consumer = _consumer(config)
+    try:
+        low, _ = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
+    finally:
+        consumer.close()
+    back = 1
+    while True:
+        start = max(low, begin - back)
+        found = [item for item in _read_plain(config, topic, partition, start, first, timeout) if item[0] >= begin]
+        if found or start == low:
+            return found
+        back *= 2
+
+
+def _read_plain(
+    config: dict[str, Any], topic: str, partition: int, start: int, end: int, timeout: float
+) -> Iterator[tuple[int, bytes]]:
+    consumer = _consumer(config)
+    try:
+        consumer.assign([TopicPartition(topic, partition, start)])
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            if message.error() or message.offset() >= end:
+                return
+            yield message.offset(), encode(message)
+    finally:
+        consumer.close()
+
+
+def verify_chunk(spec: ChunkSpec) -> ChunkResult:
+    """Verify one chunk; never raises (a failure is the result's ``error``), so one bad chunk hides no other."""
+    started = time.monotonic()
+    result = ChunkResult(
+        spec.index, spec.topic, spec.partition, spec.source_begin, spec.source_end, spec.target_begin, spec.target_end
+    )
+    sides: list[_Side] = []
+    try:
+        source = _Side(
+            spec.source_consumer,
+            spec.topic,
+            spec.partition,
+            spec.source_begin,
+            spec.source_end,
+            spec.source_fetch,
+            spec.begin_is_record,
+            spec.timeout_s,
+        )
+        sides.append(source)
+        try:
+            target = _Side(
+                spec.target_consumer,
+                spec.remote_topic,
+                spec.partition,
+                spec.target_begin,
+                spec.target_end,
+                spec.target_fetch,
+                spec.begin_is_record,
+                spec.timeout_s,
+            )
+        except _Truncated as exc:
+            result.unverifiable = (
+                f"the target's log starts at {exc.log_start}, after {spec.target_begin}: its copies were deleted "
+                "on the target (retention)"
+            )
+            return result
+        sides.append(target)
+        difference = _compare(source, target, spec.lookahead, spec.end_is_record)
+        for side in (source, target):
+            side.keep = False
+            while not side.done:
+                side.fill()
+        result.source_records, result.target_records = source.count, target.count
+        result.source_digest, result.target_digest = source.digest.hexdigest(), target.digest.hexdigest()
+        result.difference = difference
+    except _Truncated as exc:
+        result.unverifiable = (
+            f"the source's log starts at {exc.log_start}: records from {spec.source_begin} were deleted on the "
+            "source (retention) before they could be compared"
+        )
+    except Exception as exc:  # noqa: BLE001 - reported per chunk; the driver turns it into exit code 2
+        result.error = f"{spec.topic}[{spec.partition}] offsets {spec.source_begin}..{spec.source_end - 1}: {type(exc).__name__}: {exc}"
+    finally:
+        for side in sides:
+            side.close()
+        result.seconds = round(time.monotonic() - started, 3)
+    return result
+
+
+def _compare(source: _Side, target: _Side, lookahead: int, end_is_record: bool) -> dict[str, Any] | None:
+    """Compare in lockstep until the first difference; classify it (None when the chunk is identical)."""
+    while True:
+        if not source.available() and not source.done:
+            source.fill()
+            continue
+        if not target.available() and not target.done:
+            target.fill()
+            continue
+        n = min(source.available(), target.available())
+        if n == 0:
+            if not source.available() and not target.available():
+                return None  # both sides ended together: identical
+            break
+        a = source.encs[source.pos : source.pos + n]
+        b = target.encs[target.pos : target.pos + n]
+        if a == b:
+            source.pos += n
+            target.pos += n
+            continue
+        k = next(i for i in range(n) if a[i] != b[i])
+        source.pos += k
+        target.pos += k
+        break
+    for side in (source, target):
+        while side.available() < lookahead and not side.done:
+            side.fill()
+    window = [
+        list(
+            zip(side.offsets[side.pos : side.pos + lookahead], side.encs[side.pos : side.pos + lookahead], strict=True)
+        )
+        for side in (source, target)
+    ]
+    done = [side.done and side.available() <= lookahead for side in (source, target)]
+    return first_difference(
+        window[0],
+        window[1],
+        source_done=done[0],
+        target_done=done[1],
+        source_next=source.end if end_is_record else None,
+        target_next=target.end if end_is_record else None,
+    ).to_dict()
+
+
+__all__ = ["ChunkResult", "ChunkSpec", "verify_chunk"]
