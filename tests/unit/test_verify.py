@@ -10,7 +10,7 @@ import pytest
 from include.mirrorflow.verify.compare import first_difference
 from include.mirrorflow.verify.mapping import Anchor, Span, plan_spans, runs_by_partition
 from include.mirrorflow.verify.plan import PartitionPlan, _plan_one
-from include.mirrorflow.verify.records import decode, differing_fields, encode, new_digest
+from include.mirrorflow.verify.records import decode, differing_fields, encode, fields, new_digest
 from include.mirrorflow.verify.report import PartitionVerdict, VerifyReport, render_text
 from include.mirrorflow.wire import CopiedRun, OffsetSync
 
@@ -57,12 +57,21 @@ def test_encoding_tells_apart_what_a_copy_must_keep() -> None:
     ]
 
 
-def test_the_digest_depends_on_order() -> None:
-    a, b = encode(Message(value=b"1")), encode(Message(value=b"2"))
-    one, two = new_digest(), new_digest()
-    one.update(a + b)
-    two.update(b + a)
-    assert one.hexdigest() != two.hexdigest()
+def test_the_digest_depends_on_order_and_content_not_on_batches() -> None:
+    one, two, three = (fields(Message(value=b"%d" % i, headers=[("h", b"%d" % i)])) for i in range(3))
+
+    def digest(*batches: list[Any]) -> str:
+        d = new_digest()
+        for batch in batches:
+            d.add(batch)
+        return d.hexdigest()
+
+    assert digest([one, two, three]) == digest([one], [two, three]) == digest([one, two], [], [three])
+    assert digest([one, two, three]) != digest([two, one, three])
+    changed = fields(Message(value=b"1", headers=[("h", b"x")]))
+    assert digest([one, two, three]) != digest([one, changed, three])
+    moved = (b"k1", b"", [("h", b"1")], 1000)  # the same bytes, split differently between key and value
+    assert digest([(b"k", b"1", [("h", b"1")], 1000)]) != digest([moved])
 
 
 def records(first: int, values: str) -> list[tuple[int, bytes]]:

@@ -22,7 +22,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from .compare import LOOKAHEAD, first_difference
-from .records import encode, new_digest
+from .records import Fields, encode_fields, new_digest
 
 #: Records asked of the consumer per call; a call costs about the same for one record as for thousands.
 BATCH = 20_000
@@ -115,7 +115,7 @@ class _Side:
         self.count = 0
         self.done = begin >= end
         self.offsets: list[int] = []  # kept records not yet compared (see keep)
-        self.encs: list[bytes] = []
+        self.recs: list[Fields] = []
         self.pos = 0
         self.keep = True  # buffer records for the comparison (off once the first difference is known)
         self._first = True
@@ -135,61 +135,59 @@ class _Side:
             self._consumer = None
 
     def available(self) -> int:
-        return len(self.encs) - self.pos
+        return len(self.recs) - self.pos
 
     def fill(self) -> None:
-        """Read one more batch (digest it, keep it for comparison while ``keep``); sets ``done`` at the end."""
+        """Read one more batch: digest it, and keep it for comparison while ``keep``; sets ``done`` at the end."""
         if self.done or self._consumer is None:
             return
-        offsets, encs = self._read()
-        if self._first and (encs or self.done):
+        messages = self._read()
+        if self._first and (messages or self.done):
             self._first = False
-            first = offsets[0] if offsets else self.end
+            first = messages[0].offset() if messages else self.end
             if self.expect_record and first > self.begin:
-                more = _skipped(self.config, self.topic, self.partition, self.begin, first, self.timeout)
-                offsets, encs = [o for o, _ in more] + offsets, [e for _, e in more] + encs
-        if encs:
-            self.digest.update(b"".join(encs))
-            self.count += len(encs)
-            if self.keep:
-                if self.pos:
-                    del self.offsets[: self.pos], self.encs[: self.pos]
-                    self.pos = 0
-                self.offsets += offsets
-                self.encs += encs
+                messages = _skipped(self.config, self.topic, self.partition, self.begin, first, self.timeout) + messages
+        if not messages:
+            return self.close() if self.done else None
+        # Columns by comprehension: one C-level call per field and record, no Python function call per record.
+        keys = [m.key() for m in messages]
+        values = [m.value() for m in messages]
+        headers = [m.headers() for m in messages]
+        stamps = [m.timestamp()[1] for m in messages]
+        self.digest.add_columns(keys, values, headers, stamps)
+        self.count += len(messages)
+        if self.keep:
+            if self.pos:
+                del self.offsets[: self.pos], self.recs[: self.pos]
+                self.pos = 0
+            self.offsets += [m.offset() for m in messages]
+            self.recs += zip(keys, values, headers, stamps, strict=True)
         if self.done:
             self.close()
+        return None
 
-    def _read(self) -> tuple[list[int], list[bytes]]:
+    def _read(self) -> list[Any]:
+        """The next batch of this side's records in ``[begin, end)`` (consumed messages, errors handled)."""
         consumer = self._consumer
         assert consumer is not None
-        offsets: list[int] = []
-        encs: list[bytes] = []
         begin, end = self.begin, self.end
-        for message in consumer.consume(BATCH, timeout=0.2):
-            error = message.error()
-            if error is not None:
-                if error.code() == KafkaError._PARTITION_EOF:
-                    position = consumer.position([TopicPartition(self.topic, self.partition)])[0].offset
-                    if position >= end:
-                        self.done = True
-                        break
-                    continue
-                if error.code() == KafkaError._AUTO_OFFSET_RESET:
-                    low, _ = consumer.get_watermark_offsets(TopicPartition(self.topic, self.partition), self.timeout)
-                    raise _Truncated(low)
+        batch = consumer.consume(BATCH, timeout=0.2)
+        events = [m for m in batch if m.error() is not None]
+        messages = [m for m in batch if m.error() is None] if events else batch
+        for event in events:
+            error = event.error()
+            if error.code() == KafkaError._PARTITION_EOF:
+                position = consumer.position([TopicPartition(self.topic, self.partition)])[0].offset
+                self.done = self.done or position >= end
+            elif error.code() == KafkaError._AUTO_OFFSET_RESET:
+                low, _ = consumer.get_watermark_offsets(TopicPartition(self.topic, self.partition), self.timeout)
+                raise _Truncated(low)
+            else:
                 raise RuntimeError(f"reading {self.topic}[{self.partition}]: {error.name()} ({error.str()})")
-            offset = message.offset()
-            if offset >= end:
-                self.done = True
-                break
-            if offset >= begin:
-                offsets.append(offset)
-                encs.append(encode(message))
-                if offset == end - 1:
-                    self.done = True
-                    break
-        if offsets or self.done:
+        if messages and (messages[0].offset() < begin or messages[-1].offset() >= end - 1):
+            self.done = self.done or messages[-1].offset() >= end - 1
+            messages = [m for m in messages if begin <= m.offset() < end]
+        if messages or self.done:
             self._last_progress = time.monotonic()
         elif time.monotonic() - self._last_progress > self.timeout:
             position = consumer.position([TopicPartition(self.topic, self.partition)])[0].offset
@@ -197,7 +195,7 @@ class _Side:
                 f"reading {self.topic}[{self.partition}]: no progress for {self.timeout:.0f} s at offset {position} "
                 f"(reading up to {end})"
             )
-        return offsets, encs
+        return messages
 
 
 def _consumer(config: dict[str, Any]) -> Consumer:
@@ -215,9 +213,7 @@ def _consumer(config: dict[str, Any]) -> Consumer:
     )
 
 
-def _skipped(
-    config: dict[str, Any], topic: str, partition: int, begin: int, first: int, timeout: float
-) -> list[tuple[int, bytes]]:
+def _skipped(config: dict[str, Any], topic: str, partition: int, begin: int, first: int, timeout: float) -> list[Any]:
     """Committed records in ``[begin, first)`` a read_committed fetch starting at ``begin`` did not deliver.
 
     ``begin`` is known to hold a copied record, so a first delivered offset above it means the broker skipped
@@ -233,7 +229,7 @@ def _skipped(
     back = 1
     while True:
         start = max(low, begin - back)
-        found = [item for item in _read_plain(config, topic, partition, start, first, timeout) if item[0] >= begin]
+        found = [m for m in _read_plain(config, topic, partition, start, first, timeout) if m.offset() >= begin]
         if found or start == low:
             return found
         back *= 2
@@ -241,7 +237,7 @@ def _skipped(
 
 def _read_plain(
     config: dict[str, Any], topic: str, partition: int, start: int, end: int, timeout: float
-) -> Iterator[tuple[int, bytes]]:
+) -> Iterator[Any]:
     consumer = _consumer(config)
     try:
         consumer.assign([TopicPartition(topic, partition, start)])
@@ -252,67 +248,90 @@ def _read_plain(
                 continue
             if message.error() or message.offset() >= end:
                 return
-            yield message.offset(), encode(message)
+            yield message
     finally:
         consumer.close()
 
 
+def _sides(spec: ChunkSpec, *, keep: bool) -> tuple[_Side, _Side]:
+    """Both sides of a chunk, positioned; ``_Truncated`` from the target is re-raised as ``_TargetTruncated``."""
+    source = _Side(
+        spec.source_consumer,
+        spec.topic,
+        spec.partition,
+        spec.source_begin,
+        spec.source_end,
+        spec.source_fetch,
+        spec.begin_is_record,
+        spec.timeout_s,
+    )
+    try:
+        target = _Side(
+            spec.target_consumer,
+            spec.remote_topic,
+            spec.partition,
+            spec.target_begin,
+            spec.target_end,
+            spec.target_fetch,
+            spec.begin_is_record,
+            spec.timeout_s,
+        )
+    except _Truncated as exc:
+        source.close()
+        raise _TargetTruncated(exc.log_start) from None
+    source.keep = target.keep = keep
+    return source, target
+
+
+class _TargetTruncated(_Truncated):
+    """The target's log start passed the chunk's target begin (its own retention deleted the copies)."""
+
+
 def verify_chunk(spec: ChunkSpec) -> ChunkResult:
-    """Verify one chunk; never raises (a failure is the result's ``error``), so one bad chunk hides no other."""
+    """Verify one chunk; never raises (a failure is the result's ``error``), so one bad chunk hides no other.
+
+    Two passes: the first only reads and digests both sides (the usual case ends there: equal counts and digests);
+    only a chunk whose digests differ is read again, in lockstep, to name its first difference. Keeping and
+    comparing every record in the first pass cost about a tenth more, for nothing when the copy is right.
+    """
     started = time.monotonic()
     result = ChunkResult(
         spec.index, spec.topic, spec.partition, spec.source_begin, spec.source_end, spec.target_begin, spec.target_end
     )
-    sides: list[_Side] = []
     try:
-        source = _Side(
-            spec.source_consumer,
-            spec.topic,
-            spec.partition,
-            spec.source_begin,
-            spec.source_end,
-            spec.source_fetch,
-            spec.begin_is_record,
-            spec.timeout_s,
-        )
-        sides.append(source)
+        source, target = _sides(spec, keep=False)
         try:
-            target = _Side(
-                spec.target_consumer,
-                spec.remote_topic,
-                spec.partition,
-                spec.target_begin,
-                spec.target_end,
-                spec.target_fetch,
-                spec.begin_is_record,
-                spec.timeout_s,
-            )
-        except _Truncated as exc:
-            result.unverifiable = (
-                f"the target's log starts at {exc.log_start}, after {spec.target_begin}: its copies were deleted "
-                "on the target (retention)"
-            )
-            return result
-        sides.append(target)
-        difference = _compare(source, target, spec.lookahead, spec.end_is_record)
-        for side in (source, target):
-            side.keep = False
-            while not side.done:
-                side.fill()
+            while not (source.done and target.done):
+                source.fill()  # alternately: both consumers keep fetching while the other side is digested
+                target.fill()
+        finally:
+            source.close()
+            target.close()
         result.source_records, result.target_records = source.count, target.count
         result.source_digest, result.target_digest = source.digest.hexdigest(), target.digest.hexdigest()
-        result.difference = difference
+        if not result.identical:
+            source, target = _sides(spec, keep=True)
+            try:
+                result.difference = _compare(source, target, spec.lookahead, spec.end_is_record)
+            finally:
+                source.close()
+                target.close()
+    except _TargetTruncated as exc:
+        result.unverifiable = (
+            f"the target's log starts at {exc.log_start}, after {spec.target_begin}: its copies were deleted "
+            "on the target (retention)"
+        )
     except _Truncated as exc:
         result.unverifiable = (
             f"the source's log starts at {exc.log_start}: records from {spec.source_begin} were deleted on the "
             "source (retention) before they could be compared"
         )
     except Exception as exc:  # noqa: BLE001 - reported per chunk; the driver turns it into exit code 2
-        result.error = f"{spec.topic}[{spec.partition}] offsets {spec.source_begin}..{spec.source_end - 1}: {type(exc).__name__}: {exc}"
-    finally:
-        for side in sides:
-            side.close()
-        result.seconds = round(time.monotonic() - started, 3)
+        result.error = (
+            f"{spec.topic}[{spec.partition}] offsets {spec.source_begin}..{spec.source_end - 1}: "
+            f"{type(exc).__name__}: {exc}"
+        )
+    result.seconds = round(time.monotonic() - started, 3)
     return result
 
 
@@ -330,8 +349,8 @@ def _compare(source: _Side, target: _Side, lookahead: int, end_is_record: bool) 
             if not source.available() and not target.available():
                 return None  # both sides ended together: identical
             break
-        a = source.encs[source.pos : source.pos + n]
-        b = target.encs[target.pos : target.pos + n]
+        a = source.recs[source.pos : source.pos + n]
+        b = target.recs[target.pos : target.pos + n]
         if a == b:
             source.pos += n
             target.pos += n
@@ -344,9 +363,12 @@ def _compare(source: _Side, target: _Side, lookahead: int, end_is_record: bool) 
         while side.available() < lookahead and not side.done:
             side.fill()
     window = [
-        list(
-            zip(side.offsets[side.pos : side.pos + lookahead], side.encs[side.pos : side.pos + lookahead], strict=True)
-        )
+        [
+            (offset, encode_fields(record))
+            for offset, record in zip(
+                side.offsets[side.pos : side.pos + lookahead], side.recs[side.pos : side.pos + lookahead], strict=True
+            )
+        ]
         for side in (source, target)
     ]
     done = [side.done and side.available() <= lookahead for side in (source, target)]

@@ -1,16 +1,19 @@
 """A record as comparable bytes: what verification compares and digests, and what differs between two.
 
-Why one encoding: the chunk tasks compare the two sides record by record and fold the same bytes into an
-order-sensitive digest, so "equal bytes" and "equal digests" mean the same thing: key, value, headers (names,
-values, order) and timestamp, each length-prefixed so that no two different records encode alike (a null key
-is not an empty key, a missing header value is not an empty one). Offsets are not part of it: a copy keeps
-content and order, never offsets.
+What a copy must keep, and therefore what verification compares and digests: key, value, headers (names,
+values, order) and timestamp. Offsets are not part of it: a copy keeps content and order, never offsets. A
+chunk task compares (key, value, headers, timestamp) tuples in lockstep (no bytes copied), folds them into an
+order-sensitive :class:`Digest` per side, and only around a difference encodes records as bytes
+(:func:`encode`, length-prefixed so that no two different records encode alike: a null key is not an empty
+key, a missing header value is not an empty one) to find where the sides agree again and say which fields
+differ.
 """
 
 from __future__ import annotations
 
 import hashlib
 import struct
+from array import array
 from typing import Any
 
 _HEAD = struct.Struct(">iiqi")  # key length, value length (-1: null), timestamp, header count
@@ -19,17 +22,38 @@ _HEADER = struct.Struct(">ii")  # name length, value length (-1: null)
 FIELDS = ("key", "value", "headers", "timestamp")
 
 
+Fields = tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]] | None, int]
+"""(key, value, headers, timestamp) of a consumed record: what a chunk compares, without copying any bytes."""
+
+
+def fields(message: Any) -> Fields:
+    """A consumed message's key, value, headers and timestamp (equal tuples: equal records)."""
+    return message.key(), message.value(), message.headers(), message.timestamp()[1]
+
+
 def encode(message: Any) -> bytes:
     """A consumed message's key, value, headers and timestamp as bytes (see the module docstring)."""
-    key, value, headers = message.key(), message.value(), message.headers()
-    parts = [
+    return encode_fields(fields(message))
+
+
+def encode_fields(record: Fields) -> bytes:
+    """:func:`encode` of a record already taken apart."""
+    parts: list[bytes] = []
+    add_encoded(parts, record)
+    return b"".join(parts)
+
+
+def add_encoded(parts: list[bytes], record: Fields) -> None:
+    """Append a record's encoding to ``parts`` in pieces (a batch is joined once, to feed the digest)."""
+    key, value, headers, timestamp = record
+    parts.append(
         _HEAD.pack(
             -1 if key is None else len(key),
             -1 if value is None else len(value),
-            message.timestamp()[1],
+            timestamp,
             len(headers) if headers else 0,
         )
-    ]
+    )
     if key:
         parts.append(key)
     if value:
@@ -41,7 +65,6 @@ def encode(message: Any) -> bytes:
             parts.append(raw)
             if header:
                 parts.append(header)
-    return b"".join(parts)
 
 
 def decode(data: bytes) -> tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]:
@@ -68,12 +91,60 @@ def differing_fields(source: bytes, target: bytes) -> list[str]:
     return [name for name, a, b in zip(FIELDS, decode(source), decode(target), strict=True) if a != b]
 
 
-def new_digest() -> Any:
-    """The order-sensitive digest of a chunk's records: BLAKE2b-128 over their encodings, one after the other.
+class Digest:
+    """The order-sensitive digest of a chunk's records, fed batch by batch, the same whatever the batches.
 
-    Each encoding carries its own lengths, so the concatenation is unambiguous and the digest depends on every
-    record and on their order (a swap changes it). 128 bits: an accidental collision is out of reach."""
-    return hashlib.blake2b(digest_size=16)
+    Six SHA-256 streams, each in record order: key lengths, value lengths (int64, -1 for null), timestamps,
+    key bytes, value bytes, and the headers (each record's header list as its Python ``repr``, which escapes every
+    byte and so is unambiguous, ended by NUL). The lengths say where each record's bytes start and end, so the
+    streams together are unambiguous, and any change, insertion or swap of records changes the digest. Streams
+    rather than one encoding per record: a batch costs a few comprehensions and C-level joins, no Python call per
+    record, which is what made verification slower than a plain compare loop. SHA-256: CPUs with SHA extensions
+    (most x86 and ARM servers) hash 1.6 GB/s, BLAKE2b 0.7 GB/s where this was measured.
+    """
+
+    def __init__(self) -> None:
+        self._streams = [hashlib.sha256() for _ in range(6)]
+
+    def add(self, records: list[Fields]) -> None:
+        """Fold a batch of (key, value, headers, timestamp) records in (in order)."""
+        if records:
+            keys, values, headers, stamps = zip(*records, strict=True)
+            self.add_columns(list(keys), list(values), list(headers), list(stamps))
+
+    def add_columns(
+        self,
+        keys: list[bytes | None],
+        values: list[bytes | None],
+        headers: list[list[tuple[str, bytes | None]] | None],
+        stamps: list[int],
+    ) -> None:
+        """Fold a batch in, given as columns (what a chunk task builds from consumed messages)."""
+        key_lengths, value_lengths, stamp_stream, key_bytes, value_bytes, header_stream = self._streams
+        key_lengths.update(array("q", [-1 if k is None else len(k) for k in keys]).tobytes())
+        value_lengths.update(array("q", [-1 if v is None else len(v) for v in values]).tobytes())
+        stamp_stream.update(array("q", stamps).tobytes())
+        key_bytes.update(b"".join(filter(None, keys)))
+        value_bytes.update(b"".join(filter(None, values)))
+        header_stream.update(("\0".join(map(repr, headers)) + "\0").encode("utf-8", "surrogatepass"))
+
+    def hexdigest(self) -> str:
+        return hashlib.sha256(b"".join(s.digest() for s in self._streams)).hexdigest()[:32]
 
 
-__all__ = ["FIELDS", "decode", "differing_fields", "encode", "new_digest"]
+def new_digest() -> Digest:
+    """An empty :class:`Digest`."""
+    return Digest()
+
+
+__all__ = [
+    "FIELDS",
+    "Fields",
+    "add_encoded",
+    "decode",
+    "differing_fields",
+    "encode",
+    "encode_fields",
+    "fields",
+    "new_digest",
+]
