@@ -1,10 +1,15 @@
 """The failover DAG factory: ``failover__<src>__<tgt>``, triggered by an operator from the UI.
 
-    preflight → final_copy (planned only) → move_groups → stop_mirroring → report
+    preflight → final_copy (planned) → verify_copy (planned, Param verify) → move_groups → stop_mirroring → report
 
 Each step is idempotent and the DAG can be re-run: planning writes nothing, offsets are never moved
 backwards, and the failover record on the target says the flow is failed over (its mirror DAGs then
 skip). ``dry_run`` (the default) plans and reports without changing anything.
+
+``verify_copy`` compares the copy with the source record by record after the final copy (``verify_dag``'s
+helpers, ``include/mirrorflow/verify``) and fails when it differs or cannot be verified: ``move_groups`` then
+never runs, so no group offset changes before someone has looked at the first differing offsets. The failback
+DAG has the same step after ``copy_back`` (off by default).
 """
 
 from __future__ import annotations
@@ -14,12 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from airflow.sdk import DAG, Param, get_current_context, task
-from airflow.sdk.exceptions import AirflowSkipException
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from include.mirrorflow.config import FlowConfig
 from mirrorflow_airflow.alerting import notify
 from mirrorflow_airflow.hooks import MirrorflowHook
 from mirrorflow_airflow.mirror_dag import DEFAULT_ARGS, START_DATE, configured_flows
+from mirrorflow_airflow.verify_dag import difference_lines, error_lines, log_report, publish, run_verification
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +106,78 @@ def record_and_report(config_file: Path, name: str, kind: str, record_task: str,
     publish(moved, record(moved))
 
 
+def verify_param(default: bool, *, failback: bool = False) -> Param:
+    """The ``verify`` Param: on by default for a planned failover, off for a failback (its copy is the outage's)."""
+    when = (
+        "After the copy back, compare every record copied to the original source with its original on the target"
+        if failback
+        else "After the final copy, compare every copied record with the source"
+    )
+    scope = "" if failback else " Planned mode only (in disaster mode the source is gone: skipped);"
+    return Param(
+        default,
+        type="boolean",
+        title="Verify the copy first",
+        description=(
+            f"{when} (key, value, headers, timestamp, as the verify DAG does) and stop before moving any group when "
+            "the copy differs or cannot be verified; the report names the first differing source and target offsets. "
+            f"Reads every retained record of the copied topics on both clusters.{scope} Skipped in a dry run."
+        ),
+    )
+
+
+def verify_copy_task(config_file: Path, name: str, kind: str, flow_name: str, copied_by: str) -> Any:
+    """The ``verify_copy`` step of a failover (``flow_name`` the flow) or failback (the reverse pair).
+
+    Runs after ``copied_by`` whatever that did (``none_failed``: it is skipped in disaster mode and dry runs) and
+    decides for itself whether to verify, saying why not. A copy that differs, or that could not be verified,
+    fails the step: ``move_groups`` (``none_failed``) is then ``upstream_failed`` and no offset moves; the table
+    is in the log, the report in XCom ``report``, and the stop is announced on the alert channels.
+    """
+
+    @task(task_id="verify_copy", trigger_rule="none_failed", show_return_value_in_logs=False)
+    def verify_copy() -> str:
+        p = _params()
+        if not p["verify"]:
+            raise AirflowSkipException(f"verify is off: the copy of {flow_name} is not compared with its source")
+        if p.get("mode", "planned") != "planned":
+            raise AirflowSkipException(
+                f"mode {p['mode']}: the source is gone, so the copy cannot be compared with it (not verified)"
+            )
+        if p["dry_run"]:
+            raise AirflowSkipException(
+                f"dry run: no {copied_by}, nothing verified (the verify DAG checks the copy without failing over)"
+            )
+        data = run_verification(config_file, flow_name, session_key=f"{flow_name}/{kind}-verify")
+        summary = log_report(data)
+        publish(data, summary)
+        if data["status"] == "identical":
+            log.info("%s: the copy is identical to the source: moving the groups", summary)
+            return summary
+        if data["status"] == "different":
+            why = f"the copy differs from the source: first {difference_lines(data)[0]}"
+        else:
+            why = f"the copy could not be verified: {'; '.join(error_lines(data))}"
+        message = (
+            f"{kind} of {name} STOPPED before moving any group: {why} ({summary}). Repair the copy, or run again "
+            "with verify off to move the groups all the same."
+        )
+        payload = {
+            "kind": kind,
+            "flow": name,
+            "state": "stopped",
+            "reason": "verify",
+            "verified": flow_name,
+            "status": data["status"],
+            "differences": data["differences"],
+            "message": message,
+        }
+        notify(MirrorflowHook(config_file).flow(name), kind, payload, get_current_context())  # type: ignore[arg-type]
+        raise AirflowFailException(message)
+
+    return verify_copy()
+
+
 def failover_params() -> dict[str, Param]:
     return {
         "mode": Param(
@@ -130,6 +208,7 @@ def failover_params() -> dict[str, Param]:
             title="Force",
             description="Also move groups that have active members on the target (refused by default).",
         ),
+        "verify": verify_param(True),
     }
 
 
@@ -144,11 +223,18 @@ def _docs(flow: FlowConfig) -> str:
                 f"`{flow.target}` so its consumers resume there, exactly where the copy was contiguous."
             ),
             "",
-            "**Trigger DAG** shows the form: mode (planned / disaster), groups (regex), dry run (default on), force.",
+            (
+                "**Trigger DAG** shows the form: mode (planned / disaster), groups (regex), dry run (default on), "
+                "force, verify (default on)."
+            ),
             "",
             (
                 "Steps: `preflight` (target reachable, checkpoints and their age) → `final_copy` (planned only: copy "
-                "until lag 0, final checkpoints) → `move_groups` (target offsets per group and partition; written "
+                "until lag 0, final checkpoints) → `verify_copy` (planned, with verify on: every copied record "
+                "compared with the source; a copy that differs or cannot be verified stops the failover here, before "
+                "any group moves, naming the first differing source and target offsets in the log and in XCom "
+                "`report`; skipped in disaster mode, where the source is gone, and in dry runs) → `move_groups` "
+                "(target offsets per group and partition; written "
                 "unless dry run; never backwards; active groups refused unless force) → `stop_mirroring` (records "
                 "the failover on `mirrorflow.failover-log`; the flow's mirror DAGs skip from then on) → `report` "
                 "(Markdown and JSON)."
@@ -224,7 +310,7 @@ def build_failover_dag(flow: FlowConfig, config_file: Path) -> DAG:
             return applied.to_dict()
 
         moved = move_groups()
-        preflight() >> final_copy() >> moved
+        preflight() >> final_copy() >> verify_copy_task(config_file, name, "failover", name, "final copy") >> moved
         record_and_report(config_file, name, "failover", "stop_mirroring", "failed-over", moved)
     return dag
 
@@ -243,8 +329,10 @@ def _failback_docs(flow: FlowConfig) -> str:
             ),
             "",
             (
-                "Steps: `preflight` → `copy_back` (until lag 0; skipped in a dry run) → `move_groups` → "
-                "`restore_mirroring` → `report`. Same form as the failover: groups, dry run (default on), force."
+                "Steps: `preflight` → `copy_back` (until lag 0; skipped in a dry run) → `verify_copy` (with verify "
+                f"on: what was copied to `{flow.source}` compared record by record with `{flow.target}`; a difference "
+                "stops the failback before any group moves) → `move_groups` → `restore_mirroring` → `report`. Same "
+                "form as the failover: groups, dry run (default on), force, verify (default off here)."
             ),
         ]
     )
@@ -253,6 +341,8 @@ def _failback_docs(flow: FlowConfig) -> str:
 def build_failback_dag(flow: FlowConfig, config_file: Path) -> DAG:
     name = flow.name
     params = {k: v for k, v in failover_params().items() if k != "mode"}
+    # The copy back is of the outage's writes only: verified on request.
+    params["verify"] = verify_param(False, failback=True)
     with DAG(
         dag_id=flow.dag_id("failback"),
         description=f"Move consumer groups back from {flow.target} to {flow.source} (operator-triggered)",
@@ -300,7 +390,8 @@ def build_failback_dag(flow: FlowConfig, config_file: Path) -> DAG:
             return plan.apply_plan(failback.reverse_flow(config, live), planned).to_dict()
 
         moved = move_groups()
-        preflight() >> copy_back() >> moved
+        back = f"{flow.target}->{flow.source}"
+        preflight() >> copy_back() >> verify_copy_task(config_file, name, "failback", back, "copy back") >> moved
         record_and_report(config_file, name, "failback", "restore_mirroring", "failed-back", moved)
     return dag
 

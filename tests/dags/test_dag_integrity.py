@@ -30,6 +30,7 @@ def test_example_configuration_parses_without_import_errors(monkeypatch: pytest.
         "heartbeats__primary__backup",
         "failover__primary__backup",
         "failback__primary__backup",
+        "verify__primary__backup",
     }
 
 
@@ -120,3 +121,54 @@ def test_checkpoints_run_on_a_clock_and_after_every_mirror_run(monkeypatch: pyte
         for o in d.get_task("publish_report").outlets
     }
     assert {a.uri for a in dag.timetable.asset_condition.objects} == mirror_assets
+
+
+def test_verify_dag_shape_params_and_manual_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    dag = dagbag(monkeypatch).dags["verify__primary__backup"]
+    assert {t.task_id: sorted(t.downstream_task_ids) for t in dag.tasks} == {
+        "check_clusters": ["verify"],
+        "verify": ["report"],
+        "report": [],
+    }
+    assert set(dag.tags) == {"mirrorflow", "primary->backup", "verify"}
+    assert dag.schedule is None  # mirrorflow.verify.schedule defaults to none: triggered by hand
+    assert set(dag.params) == {"family", "topics", "since"}
+    assert dag.params.get_param("since").schema["pattern"]
+    assert "spark_connect" in dag.doc_md and "first differing source and target offsets" in dag.doc_md
+
+
+def test_verify_schedule_key_is_honoured_and_validated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    config = tmp_path / "mm2.properties"
+    config.write_text(DEFAULT_CONFIG.read_text() + "\nprimary->backup.mirrorflow.verify.schedule = @daily\n")
+    bag = dagbag(monkeypatch, config)
+    assert bag.import_errors == {}
+    assert bag.dags["verify__primary__backup"].schedule == "@daily"
+
+    config.write_text(DEFAULT_CONFIG.read_text() + "\nmirrorflow.verify.schedule = 99 * * * *\n")
+    bag = dagbag(monkeypatch, config)
+    [error] = bag.import_errors.values()
+    assert "mirrorflow.verify.schedule" in error and "not a valid cron expression" in error
+
+
+def test_failover_verifies_the_copy_before_moving_groups(monkeypatch: pytest.MonkeyPatch) -> None:
+    dags = dagbag(monkeypatch).dags
+    failover, failback = dags["failover__primary__backup"], dags["failback__primary__backup"]
+    assert [t.task_id for t in failover.topological_sort()] == [
+        "preflight",
+        "final_copy",
+        "verify_copy",
+        "move_groups",
+        "stop_mirroring",
+        "report",
+    ]
+    assert [t.task_id for t in failback.topological_sort()][:4] == [
+        "preflight",
+        "copy_back",
+        "verify_copy",
+        "move_groups",
+    ]
+    # on for a planned failover, off for a failback; skipped (not failed) after a skipped copy
+    assert failover.params["verify"] is True and failback.params["verify"] is False
+    for dag in (failover, failback):
+        assert dag.get_task("verify_copy").trigger_rule == "none_failed"
+        assert dag.get_task("move_groups").trigger_rule == "none_failed"

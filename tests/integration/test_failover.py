@@ -1,4 +1,5 @@
-"""Failover DAG on its own pair of clusters: disaster (primary stopped by PID) and a planned dry run."""
+"""Failover DAG on its own pair of clusters: disaster (primary stopped by PID), a planned dry run, and planned
+failovers that verify the copy first (a corrupted copy stops before any group moves)."""
 
 from __future__ import annotations
 
@@ -82,6 +83,7 @@ def test_disaster_failover_moves_the_group_exactly(setup: dict[str, Any], airflo
     assert states(run) == {
         "preflight": "success",
         "final_copy": "skipped",
+        "verify_copy": "skipped",  # the source is gone: nothing to compare the copy with
         "move_groups": "success",
         "stop_mirroring": "success",
         "report": "success",
@@ -175,6 +177,77 @@ def test_planned_dry_run_lists_the_changes_and_changes_nothing(setup: dict[str, 
     assert failover_state(setup["flow"]) is None  # a dry run is recorded, but the flow is not failed over
 
 
+def group_offsets(bootstrap: str, group: str) -> list[tuple[str, int, int]]:
+    """The group's committed offsets on a cluster, sorted (an unknown group: none, or -1001 per partition)."""
+    client = admin(bootstrap)  # held: a collected client never completes its futures
+    answer = client.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(10)
+    return sorted((tp.topic, tp.partition, tp.offset) for tp in answer.topic_partitions or [] if tp.offset >= 0)
+
+
+def test_planned_failover_verifies_first_and_stops_on_a_corrupted_copy(setup: dict[str, Any], airflow_db: None) -> None:
+    """A record another producer appended to the remote topic: ``verify_copy`` names it and fails, no group moves."""
+    from mirrorflow_airflow.failover_dag import failover_dags
+
+    backup, topic, group = setup["backup"], setup["topic"], setup["group"]
+    remote = f"primary.{topic}"
+    [stray] = produce(backup, remote, [{"value": b"stray", "partition": 0}])
+    before = group_offsets(backup, group)
+
+    run = failover_dags()["failover__primary__backup"].test(run_conf={"mode": "planned", "dry_run": False})
+    assert states(run) == {
+        "preflight": "success",
+        "final_copy": "success",
+        "verify_copy": "failed",
+        "move_groups": "upstream_failed",
+        "stop_mirroring": "upstream_failed",
+        "report": "upstream_failed",
+    }
+    ti = run.get_task_instance("verify_copy")
+    report = ti.xcom_pull(task_ids="verify_copy", key="report")
+    assert (report["status"], report["differences"]) == ("different", 1)
+    [part] = [p for p in report["partitions"] if p["partition"] == 0 and p["differences"]]
+    [difference] = part["differences"]
+    assert (difference["kind"], difference["target_offset"]) == ("extra", stray.offset)
+    assert f"{topic}[0] -> {remote}[0]: extra on the target: target offset(s) {stray.offset}" in ti.xcom_pull(
+        task_ids="verify_copy", key="differences"
+    )
+    assert group_offsets(backup, group) == before  # no group offset changed
+    assert failover_state(setup["flow"]) is None  # not failed over: the mirror DAGs go on
+    [note] = setup["notifications"]  # the stop is announced on the alert channels
+    assert (note["kind"], note["state"], note["reason"], note["status"]) == (
+        "failover",
+        "stopped",
+        "verify",
+        "different",
+    )
+    assert f"target offset(s) {stray.offset}" in note["message"]
+
+
+def test_planned_failover_with_a_clean_copy_verifies_and_moves_the_group(
+    setup: dict[str, Any], airflow_db: None
+) -> None:
+    from mirrorflow_airflow.failover_dag import failover_dags
+
+    primary, backup, topic, group = setup["primary"], setup["backup"], setup["topic"], setup["group"]
+    remote = f"primary.{topic}"
+    produce(primary, topic, [{"value": b"late-%d" % i, "partition": i % 2} for i in range(6)])  # for the final copy
+    run = failover_dags()["failover__primary__backup"].test(run_conf={"mode": "planned", "dry_run": False})
+    assert set(states(run).values()) == {"success"} and "verify_copy" in states(run)
+    ti = run.get_task_instance("verify_copy")
+    assert "56 record(s) in 2 partition(s) compared: identical" in ti.xcom_pull(task_ids="verify_copy")
+    assert ti.xcom_pull(task_ids="verify_copy", key="report")["status"] == "identical"
+    # As before: the group moved exactly (to the copies of source offsets 11 and 17), the flow is failed over.
+    source = {(r.partition, r.offset): r.value for r in read_all(primary, topic)}
+    landed = {(r.partition, r.value): r.offset for r in read_all(backup, remote)}
+    assert group_offsets(backup, group) == [
+        (remote, 0, landed[(0, source[(0, 11)])]),
+        (remote, 1, landed[(1, source[(1, 17)])]),
+    ]
+    assert failover_state(setup["flow"])["state"] == "failed-over"
+    expected = setup["expected"] + [b"late-%d" % i for i in range(6)]
+    assert sorted(resume(backup, group, [remote], len(expected))) == sorted(expected)
+
+
 def test_disaster_dry_run_counts_what_the_copy_missed_then_translates_a_stale_checkpoint_exactly(
     setup: dict[str, Any],
 ) -> None:
@@ -257,6 +330,7 @@ def test_failback_copies_the_outage_back_and_the_group_resumes_at_home(setup: di
     assert states(run) == {
         "preflight": "success",
         "copy_back": "success",
+        "verify_copy": "skipped",  # off by default for a failback
         "move_groups": "success",
         "restore_mirroring": "success",
         "report": "success",

@@ -212,6 +212,13 @@ _SPECS = [
     ),
     _k("mirrorflow.heartbeats.schedule", "schedule", "1m", "schedule of the flow's heartbeats DAG"),
     _k(
+        "mirrorflow.verify.schedule",
+        "schedule",
+        "none",
+        "schedule of the flow's verify DAG (verify__<src>__<tgt>: every record of the copy compared with the "
+        "source); none: triggered by hand only",
+    ),
+    _k(
         "mirrorflow.heartbeats.max.age",
         "duration",
         "10m",
