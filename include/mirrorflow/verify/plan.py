@@ -119,7 +119,6 @@ def progress_and_target_ends(
 def start_offsets(
     source_admin: Any,
     tps: list[TopicPartition],
-    lows: Mapping[tuple[str, int], int | str],
     since_ms: int | None,
     from_offsets: Mapping[tuple[str, int], int] | None,
     timeout: float,
@@ -158,7 +157,7 @@ def plan_partitions(
     source_admin = clients.admin(flow, "source")
     lows = list_offsets(source_admin, tps, OffsetSpec.earliest(), timeout)
     ends = list_offsets(source_admin, tps, OffsetSpec.latest(), timeout)
-    starts = start_offsets(source_admin, tps, lows, since_ms, from_offsets, timeout)
+    starts = start_offsets(source_admin, tps, since_ms, from_offsets, timeout)
     remote_tps = [TopicPartition(remote[tp.topic], tp.partition) for tp in tps]
     stored, target_ends = progress_and_target_ends(flow, remote_tps, timeout)
     anchors = read_anchors(flow, timeout)
