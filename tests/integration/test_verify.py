@@ -224,6 +224,28 @@ def test_a_range_the_copy_skipped_is_missing(kafka_clusters: Any, engine: UnitEx
     assert report.exit_code == 1
 
 
+def test_a_skipped_range_longer_than_the_look_ahead_is_still_missing(
+    kafka_clusters: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Inside one chunk, 30 records missing with a look-ahead of 5: found by scanning the rest of the chunk."""
+    from include.mirrorflow.verify import plan
+
+    monkeypatch.setattr(plan, "LOOKAHEAD", 5)
+    p = prefix()
+    topic = create_topic(kafka_clusters.primary, f"{p}-longskip", partitions=1)
+    config = make_config(kafka_clusters, p, "mirrorflow.delivery = at-least-once\n")
+    produce(kafka_clusters.primary, topic, [b"v%d" % i for i in range(5)])
+    copy(config)
+    produce(kafka_clusters.primary, topic, [b"v%d" % i for i in range(5, 50)])
+    forge_progress(kafka_clusters, topic, 0, 34)  # 5..34 never copied
+    copy(config)
+    after = target_offset_of(kafka_clusters.backup, f"primary.{topic}", b"v35")
+    report = verify_flow(config, FLOW, topics={topic}, chunk_records=1000)
+    (difference,) = verdict(report, topic).differences
+    assert (difference["kind"], difference["count"]) == ("missing", 30)
+    assert (difference["source_offset"], difference["source_last"], difference["target_offset"]) == (5, 34, after)
+
+
 def test_records_retention_deleted_are_not_verifiable_not_different(kafka_clusters: Any) -> None:
     p = prefix()
     topic = create_topic(kafka_clusters.primary, f"{p}-trunc", partitions=1)

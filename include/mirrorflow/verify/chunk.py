@@ -21,7 +21,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from .compare import LOOKAHEAD, first_difference
+from .compare import LOOKAHEAD, Difference, first_difference
 from .records import Fields, encode_fields, new_digest
 
 #: Records asked of the consumer per call; a call costs about the same for one record as for thousands.
@@ -372,14 +372,50 @@ def _compare(source: _Side, target: _Side, lookahead: int, end_is_record: bool) 
         for side in (source, target)
     ]
     done = [side.done and side.available() <= lookahead for side in (source, target)]
-    return first_difference(
+    difference = first_difference(
         window[0],
         window[1],
         source_done=done[0],
         target_done=done[1],
         source_next=source.end if end_is_record else None,
         target_next=target.end if end_is_record else None,
-    ).to_dict()
+    )
+    if difference.kind == "differs" and difference.count is None and not all(done):
+        return (_beyond_lookahead(source, target) or difference).to_dict()
+    return difference.to_dict()
+
+
+def _beyond_lookahead(source: _Side, target: _Side) -> Difference | None:
+    """A missing or extra range longer than the look-ahead: where the target's record reappears in the source
+    (source records missing), else where the source's record reappears in the target (extra records).
+
+    Streams the rest of the chunk once per side, keeping one batch at a time: only chunks that differ pay it.
+    """
+    first_source, first_target = source.offsets[source.pos], target.offsets[target.pos]
+    found = _scan(source, target.recs[target.pos])
+    if found is not None:
+        count, last = found
+        return Difference("missing", first_source, first_target, count, source_last=last)
+    found = _scan(target, source.recs[source.pos])
+    if found is not None:
+        count, last = found
+        return Difference("extra", first_source, first_target, count, target_last=last)
+    return None
+
+
+def _scan(side: _Side, wanted: Fields) -> tuple[int, int] | None:
+    """(records before ``wanted``, offset of the last of them), searching this side after its current record."""
+    skipped, last = 1, side.offsets[side.pos]  # the differing record itself comes first
+    side.pos += 1
+    while True:
+        for i in range(side.pos, len(side.recs)):
+            if side.recs[i] == wanted:
+                return skipped, last
+            skipped, last = skipped + 1, side.offsets[i]
+        side.pos = len(side.recs)  # the next fill drops what was scanned
+        if side.done:
+            return None
+        side.fill()
 
 
 __all__ = ["ChunkResult", "ChunkSpec", "verify_chunk"]

@@ -24,6 +24,7 @@ from ..config.model import FlowConfig
 from ..replication.progress import StoredProgress, progress_topic, read_partitions, read_stored_progress
 from ..wire import OffsetSync, WireFormatError
 from .chunk import ChunkSpec
+from .compare import LOOKAHEAD
 from .mapping import Anchor, Span, Unverifiable, plan_spans, runs_by_partition
 
 log = logging.getLogger(__name__)
@@ -225,6 +226,7 @@ def chunk_specs(flow: FlowConfig, plans: list[PartitionPlan], timeout: float) ->
                     target_fetch=span.target_fetch,
                     begin_is_record=span.begin_is_record,
                     end_is_record=span.end_is_record,
+                    lookahead=LOOKAHEAD,
                     source_consumer=source,
                     target_consumer=target,
                     timeout_s=timeout,
