@@ -14,6 +14,8 @@ from __future__ import annotations
 import hashlib
 import struct
 from array import array
+from collections.abc import Sequence
+from operator import itemgetter
 from typing import Any
 
 _HEAD = struct.Struct(">iiqi")  # key length, value length (-1: null), timestamp, header count
@@ -110,26 +112,37 @@ class Digest:
         """Fold a batch of (key, value, headers, timestamp) records in (in order)."""
         if records:
             keys, values, headers, stamps = zip(*records, strict=True)
-            self.add_columns(list(keys), list(values), list(headers), list(stamps))
+            self.add_columns(keys, values, headers, [(1, stamp) for stamp in stamps])
 
     def add_columns(
         self,
-        keys: list[bytes | None],
-        values: list[bytes | None],
-        headers: list[list[tuple[str, bytes | None]] | None],
-        stamps: list[int],
+        keys: Sequence[bytes | None],
+        values: Sequence[bytes | None],
+        headers: Sequence[list[tuple[str, bytes | None]] | None],
+        stamps: Sequence[tuple[int, int]],
     ) -> None:
-        """Fold a batch in, given as columns (what a chunk task builds from consumed messages)."""
+        """Fold a batch in, given as columns (what a chunk task builds from consumed messages); ``stamps`` as
+        confluent-kafka's ``timestamp()`` gives them, (type, milliseconds): only the milliseconds are compared."""
         key_lengths, value_lengths, stamp_stream, key_bytes, value_bytes, header_stream = self._streams
-        key_lengths.update(array("q", [-1 if k is None else len(k) for k in keys]).tobytes())
-        value_lengths.update(array("q", [-1 if v is None else len(v) for v in values]).tobytes())
-        stamp_stream.update(array("q", stamps).tobytes())
+        key_lengths.update(_lengths(keys))
+        value_lengths.update(_lengths(values))
+        stamp_stream.update(array("q", map(_SECOND, stamps)).tobytes())
         key_bytes.update(b"".join(filter(None, keys)))
         value_bytes.update(b"".join(filter(None, values)))
         header_stream.update(("\0".join(map(repr, headers)) + "\0").encode("utf-8", "surrogatepass"))
 
     def hexdigest(self) -> str:
         return hashlib.sha256(b"".join(s.digest() for s in self._streams)).hexdigest()[:32]
+
+
+_SECOND = itemgetter(1)
+
+
+def _lengths(column: Sequence[bytes | None]) -> bytes:
+    """int64 lengths of a column, -1 for null; C-level when the column holds no null (the usual case)."""
+    if None in column:
+        return array("q", [-1 if item is None else len(item) for item in column]).tobytes()
+    return array("q", map(len, column)).tobytes()  # type: ignore[arg-type]
 
 
 def new_digest() -> Digest:
