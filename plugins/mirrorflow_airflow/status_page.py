@@ -83,6 +83,7 @@ def page_extras(flow: Any) -> dict[str, Any]:
             "heartbeats": flow.dag_id("heartbeats"),
             "failover": flow.dag_id("failover"),
             "failback": flow.dag_id("failback"),
+            "verify": flow.dag_id("verify"),
         },
         "lag_threshold_seconds": {f.name: lag_threshold(flow, f.name) for f in flow.families},
     }

@@ -498,9 +498,15 @@ def _dags_up(server: AirflowServer, dags: list[MirrorDag], out: Out) -> dict[str
 
 
 def _companion_dags_up(server: AirflowServer, config: MirrorConfig, out: Out) -> None:
-    """Unpause each flow's checkpoints and heartbeats DAGs: the demo's groups then show up on the target."""
+    """Unpause each flow's checkpoints, heartbeats and verify DAGs: the demo's groups then show up on the target,
+    and a verification can be triggered from the UI."""
     for flow in config.enabled_flows():
-        for kind, what in (("checkpoints", "after every mirror run"), ("heartbeats", "every minute")):
+        companions = (
+            ("checkpoints", "after every mirror run"),
+            ("heartbeats", "every minute"),
+            ("verify", "trigger it to compare the copy with the source, record by record"),
+        )
+        for kind, what in companions:
             dag_id = flow.dag_id(kind)
             if server.dag_exists(dag_id):
                 server.unpause(dag_id)
@@ -509,6 +515,7 @@ def _companion_dags_up(server: AirflowServer, config: MirrorConfig, out: Out) ->
             f"  try: .venv/bin/mirrorflow translate --config {_show(config_path())} --flow '{flow.name}' "
             "--group order-service"
         )
+        out(f"  try: .venv/bin/mirrorflow verify --config {_show(config_path())} --flow '{flow.name}' --since 10m")
 
 
 def _stack_up(paths: DemoPaths, config_file: Path, config: MirrorConfig, timeout: float, out: Out) -> AirflowServer:
