@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from include.mirrorflow.devcluster import ClusterSpec, DevClusters, free_port
+from mirrorflow.devcluster import ClusterSpec, DevClusters, free_port
 
 T = TypeVar("T")
 

@@ -51,12 +51,12 @@ from _common import (
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from include.mirrorflow.checkpoints.emit import CheckpointReport, emit_checkpoints, read_checkpoints
-from include.mirrorflow.checkpoints.groupsync import SyncReport, sync_group_offsets
-from include.mirrorflow.config import parse_config
-from include.mirrorflow.config.model import MirrorConfig
-from include.mirrorflow.replication.executor import LocalExecutor
-from include.mirrorflow.replication.run import RunReport, replicate
+from mirrorflow.checkpoints.emit import CheckpointReport, emit_checkpoints, read_checkpoints
+from mirrorflow.checkpoints.groupsync import SyncReport, sync_group_offsets
+from mirrorflow.config import parse_config
+from mirrorflow.config.model import MirrorConfig
+from mirrorflow.replication.executor import LocalExecutor
+from mirrorflow.replication.run import RunReport, replicate
 
 #: MM2 defaults the comparison uses (mm2-behaviour 2.2, 2.5, 2.6); mirrorflow reads the same keys.
 MM2_EMIT_INTERVAL_S = 60

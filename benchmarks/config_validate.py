@@ -25,7 +25,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from include.mirrorflow.config import load_config
+from mirrorflow.config import load_config
 
 #: Keys of a flow that are realistic to override per flow (and valid), cycled through by the key-heavy file.
 _FLOW_KEYS = (
@@ -98,7 +98,7 @@ def keys_file(count: int, clusters: int = 10) -> str:
 # fresh interpreter (the caches of one run must not make the next look fast).
 _CHILD = """
 import sys, time
-from include.mirrorflow.config import load_config
+from mirrorflow.config import load_config
 started = time.perf_counter()
 load_config(sys.argv[1])
 print(time.perf_counter() - started)

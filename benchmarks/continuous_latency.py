@@ -9,7 +9,7 @@ load: by default 2,000 records/s of 1 KB in 4 partitions for 120 s, exactly-once
 How:
 
 1. one marker record per partition is written to a fresh source topic, then the replication starts as a
-   subprocess with ``--duration`` (by default ``python -m include.mirrorflow.cli replicate --in-process``;
+   subprocess with ``--duration`` (by default ``python -m mirrorflow.cli replicate --in-process``;
    ``--replicate-command`` replaces that, ``--engine-args`` adds flags, e.g. ``--engine-args="--remote sc://h"``);
 2. a read_committed consumer on the target (``--isolation read_uncommitted`` to compare) waits until every
    marker is visible: the first batch ran, so the process, engine and first batch's start-up are not counted;
@@ -80,7 +80,7 @@ TARGET_P99_S = 5.0
 #: The header carrying a record's wall-clock produce time (seconds since the epoch, as text).
 HEADER = "produced_at"
 MARKER = b"marker-"
-DEFAULT_COMMAND = [sys.executable, "-m", "include.mirrorflow.cli", "replicate", "--in-process"]
+DEFAULT_COMMAND = [sys.executable, "-m", "mirrorflow.cli", "replicate", "--in-process"]
 
 VARIANTS = {
     "exactly-once": Variant("eo", "lateo", "mirrorflow exactly-once, continuous", "exactly-once", in_process=True),
@@ -483,7 +483,7 @@ def summarise(result: Measurement, watcher: Watcher, window: float) -> None:
 def poll_interval(config: Path, variant: Variant) -> str:
     """The flow's effective ``mirrorflow.poll.interval`` (the file's, else the library's default)."""
     try:
-        from include.mirrorflow.config import load_config
+        from mirrorflow.config import load_config
 
         return load_config(config).flow(variant.alias, TARGET_ALIAS).get("mirrorflow.poll.interval")
     except Exception as exc:  # noqa: BLE001 - only for the printout

@@ -55,13 +55,13 @@ from _common import (
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from include.mirrorflow.checkpoints.emit import CheckpointReport, emit_checkpoints, read_checkpoints
-from include.mirrorflow.config import load_config
-from include.mirrorflow.config.model import FlowConfig
-from include.mirrorflow.demo.airflow_env import airflow_environment
-from include.mirrorflow.devcluster import REPO_ROOT, free_port
-from include.mirrorflow.replication.executor import LocalExecutor
-from include.mirrorflow.replication.run import replicate
+from mirrorflow.checkpoints.emit import CheckpointReport, emit_checkpoints, read_checkpoints
+from mirrorflow.config import load_config
+from mirrorflow.config.model import FlowConfig
+from mirrorflow.demo.airflow_env import airflow_environment
+from mirrorflow.devcluster import REPO_ROOT, free_port
+from mirrorflow.replication.executor import LocalExecutor
+from mirrorflow.replication.run import replicate
 
 TASKS = ("preflight", "final_copy", "move_groups", "stop_mirroring", "report")
 DAG_ID = "failover__primary__backup"
@@ -235,8 +235,8 @@ class DagResult:
 
 def run_dag(dag: Any, label: str, run_conf: dict[str, Any]) -> DagResult:
     """``dag.test(run_conf=...)`` timed from the call to its return: trigger to done, as an operator waits."""
-    from include.mirrorflow import preflight
-    from include.mirrorflow.failover import plan as plan_module
+    from mirrorflow import preflight
+    from mirrorflow.failover import plan as plan_module
 
     plans: list[tuple[str, float]] = []
     reads: list[tuple[str, float]] = []

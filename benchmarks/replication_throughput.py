@@ -417,7 +417,7 @@ class Runner:
         self.load, self.master, self.remote = load, master, remote
         self.count = 0
         script = Path(sys.executable).parent / "mirrorflow"
-        self.mirrorflow = [str(script)] if script.exists() else [sys.executable, "-m", "include.mirrorflow.cli"]
+        self.mirrorflow = [str(script)] if script.exists() else [sys.executable, "-m", "mirrorflow.cli"]
 
     def command(self, variant: Variant, topics: list[str] | None, report: Path) -> list[str]:
         if variant.plain:
@@ -738,7 +738,7 @@ def spark_connect(args: argparse.Namespace, variants: Sequence[Variant], workdir
     if args.spark_remote or not any(v.engine == "connect" for v in variants):
         yield args.spark_remote or ""
         return
-    from include.mirrorflow.replication.local_connect import ensure_local_server, stop_local_server
+    from mirrorflow.replication.local_connect import ensure_local_server, stop_local_server
 
     directory = workdir / "spark-connect"
     started = time.perf_counter()

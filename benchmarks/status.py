@@ -33,8 +33,8 @@ from pathlib import Path
 from _common import FLOW, PREFIX, create_topic, embedded_clusters, mm2_properties, produce, say, table, timed
 from confluent_kafka import Consumer, TopicPartition
 
-from include.mirrorflow.config import parse_config
-from include.mirrorflow.status import flow_status
+from mirrorflow.config import parse_config
+from mirrorflow.status import flow_status
 
 REPO = Path(__file__).resolve().parents[1]
 TARGET_S = 1.0

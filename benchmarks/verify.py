@@ -37,11 +37,11 @@ from _common import FLOW, create_topic, embedded_clusters, say, table, timed
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 from replication_throughput import load_records
 
-from include.mirrorflow.config import parse_config
-from include.mirrorflow.replication.connect import SparkConnectExecutor
-from include.mirrorflow.replication.executor import LocalExecutor
-from include.mirrorflow.replication.run import replicate
-from include.mirrorflow.verify import verify_flow
+from mirrorflow.config import parse_config
+from mirrorflow.replication.connect import SparkConnectExecutor
+from mirrorflow.replication.executor import LocalExecutor
+from mirrorflow.replication.run import replicate
+from mirrorflow.verify import verify_flow
 
 REPO = Path(__file__).resolve().parents[1]
 TOPIC = "bench.verify"
@@ -142,7 +142,7 @@ def main() -> int:
         report, copy_s = timed(lambda: replicate(config, FLOW, None, LocalExecutor()))
         assert report.ok, report.errors
         say(f"copied with mirrorflow (exactly-once, in-process) in {copy_s:.0f} s: {report.records:,} records")
-        from include.mirrorflow.replication.local_connect import ensure_local_server, stop_local_server
+        from mirrorflow.replication.local_connect import ensure_local_server, stop_local_server
 
         url = ensure_local_server(directory=work / "spark-connect", progress=False)
         try:

@@ -4,7 +4,7 @@
 # driver and a cluster of different Spark versions do not talk reliably), plus what mirrorflow's
 # tasks import on the executors: confluent-kafka, pinned as in pyproject.toml.
 #
-# The code itself (include.mirrorflow) is not copied in: docker-compose.yaml mounts the repository
+# The code itself (mirrorflow) is not copied in: docker-compose.yaml mounts the repository
 # read-only at /opt/mirrorflow and sets PYTHONPATH=/opt/mirrorflow.
 FROM apache/spark:4.3.0-scala2.13-java17-python3-ubuntu
 

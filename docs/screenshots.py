@@ -117,9 +117,9 @@ def _demo_target() -> Target:
     """The demo's Airflow URL and admin login, read with the demo's own helpers."""
     if str(REPO_ROOT) not in sys.path:
         sys.path.insert(0, str(REPO_ROOT))
-    from include.mirrorflow.demo.airflow_env import API_HOST, admin_login
-    from include.mirrorflow.demo.airflow_server import AirflowServer
-    from include.mirrorflow.demo.stack import demo_paths
+    from mirrorflow.demo.airflow_env import API_HOST, admin_login
+    from mirrorflow.demo.airflow_server import AirflowServer
+    from mirrorflow.demo.stack import demo_paths
 
     home = demo_paths().airflow_home
     port = AirflowServer.recorded_port(home)

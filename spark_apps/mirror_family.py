@@ -17,9 +17,9 @@ import logging
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: include.mirrorflow
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: mirrorflow
 
-from include.mirrorflow.replication.entry import main
+from mirrorflow.replication.entry import main
 
 if __name__ == "__main__":
     # One write per line: spark-submit merges this app's stdout with the JVM's log lines on one pipe, and a block

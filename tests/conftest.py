@@ -25,9 +25,9 @@ from typing import Any, ClassVar
 
 import pytest
 
-from include.mirrorflow.config.location import DEFAULT_CONFIG
-from include.mirrorflow.demo.airflow_env import airflow_environment
-from include.mirrorflow.devcluster import ClusterSpec, DevClusters, free_port
+from mirrorflow.config.location import DEFAULT_CONFIG
+from mirrorflow.demo.airflow_env import airflow_environment
+from mirrorflow.devcluster import ClusterSpec, DevClusters, free_port
 from tests.kafka_helpers import create_topic, unique_topic_name
 
 
@@ -146,7 +146,7 @@ def spark_connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     Started the way ``mirrorflow replicate`` starts its local one, with its record and log under pytest's tmp
     dir, so a developer's own server is never touched; stopped by that record at the end.
     """
-    from include.mirrorflow.replication.local_connect import ensure_local_server, stop_local_server
+    from mirrorflow.replication.local_connect import ensure_local_server, stop_local_server
 
     directory = tmp_path_factory.mktemp("spark-connect")
     atexit.register(lambda: stop_local_server(directory=directory))

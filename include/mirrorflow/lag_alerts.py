@@ -1,7 +1,7 @@
 """Lag alerts: one alert when a family's copy falls further behind than its threshold, one recovery after.
 
 ``mirrorflow.alerts.lag.max.seconds`` (per flow; ``mirrorflow.family.<name>.alerts.lag.max.seconds`` per
-family, which wins) is compared with the ``lag_seconds`` of :func:`include.mirrorflow.status.flow_status`:
+family, which wins) is compared with the ``lag_seconds`` of :func:`mirrorflow.status.flow_status`:
 the age of the oldest source record not copied yet. Heartbeats say whether replication runs at all; this
 says whether it keeps up, which a family whose mirror DAG runs but cannot catch up never shows otherwise.
 
@@ -12,7 +12,7 @@ them crosses back and forth. So there is one alert per family when its first par
 the worst partitions (topic, partition, lag in seconds and records) and how many are over, and one recovery
 when every partition of the family is back under the threshold.
 
-The decision is the heartbeat alerts' state machine (:func:`include.mirrorflow.alerts.evaluate`, state
+The decision is the heartbeat alerts' state machine (:func:`mirrorflow.alerts.evaluate`, state
 ``stale`` = over the threshold, ``fresh`` = under), per family: once-only alerts and recoveries, and a
 retried evaluation (same DAG run) reports what it already sent instead of sending it twice. Only the texts
 and the payload are lag's own; the payload has the heartbeat alerts' flat keys plus ``reason: "lag"``.
@@ -172,7 +172,7 @@ def recovery_text(flow: str, lag: FamilyLag, since_alert_s: float) -> str:
 
 @dataclass(frozen=True)
 class LagDecision:
-    """One family's outcome: its lag and the heartbeat-style :class:`~include.mirrorflow.alerts.Decision`.
+    """One family's outcome: its lag and the heartbeat-style :class:`~mirrorflow.alerts.Decision`.
 
     ``decision`` None: the family was not measured (a partition in error, a cluster down), so nothing was
     decided and its state stays as it was.

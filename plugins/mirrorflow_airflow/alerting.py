@@ -11,7 +11,7 @@ broken webhook must not stop the notifiers after it, nor an automatic failover a
 
 Each notification is recorded in the Variable right after it went out, with the DAG run that sent it, so
 a retried ``alert`` task reports the same notification again instead of sending it twice or losing it
-(:func:`include.mirrorflow.alerts.evaluate`).
+(:func:`mirrorflow.alerts.evaluate`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseNotifier, Variable
 from airflow.sdk.log import mask_secret
 
-from include.mirrorflow.alerts import (
+from mirrorflow.alerts import (
     WEBHOOK_KEY,
     AlertState,
     Kind,
@@ -37,11 +37,11 @@ from include.mirrorflow.alerts import (
     evaluate,
     post_webhook,
 )
-from include.mirrorflow.config import FlowConfig
-from include.mirrorflow.lag_alerts import LagDecision, decide, lag_payload, states_from_dict, states_to_dict, thresholds
+from mirrorflow.config import FlowConfig
+from mirrorflow.lag_alerts import LagDecision, decide, lag_payload, states_from_dict, states_to_dict, thresholds
 
 if TYPE_CHECKING:  # status imports the Kafka client: not at DAG parse time
-    from include.mirrorflow.status import FlowStatus
+    from mirrorflow.status import FlowStatus
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from airflow.sdk import DAG, AssetAny, AssetOrTimeSchedule, DeltaTriggerTimetable, Param, get_current_context, task
 
-from include.mirrorflow.config import FlowConfig
+from mirrorflow.config import FlowConfig
 from mirrorflow_airflow.hooks import MirrorflowHook
 from mirrorflow_airflow.mirror_dag import DEFAULT_ARGS, START_DATE, checked_clusters, configured_flows, mirror_asset
 
@@ -108,7 +108,7 @@ def build_checkpoints_dag(flow: FlowConfig, config_file: Path) -> DAG:
         @task(task_id="emit_checkpoints")
         def emit_checkpoints() -> dict[str, Any]:
             """Translate every group's offsets; write the checkpoints MM2 would write (monotonic)."""
-            from include.mirrorflow.checkpoints.emit import emit_checkpoints as emit  # the Kafka client: not at parse
+            from mirrorflow.checkpoints.emit import emit_checkpoints as emit  # the Kafka client: not at parse
 
             groups = get_current_context()["params"].get("groups") or None
             report = emit(MirrorflowHook(config_file).flow(name), groups=groups)
@@ -119,7 +119,7 @@ def build_checkpoints_dag(flow: FlowConfig, config_file: Path) -> DAG:
         @task(task_id="sync_group_offsets")
         def sync_group_offsets() -> dict[str, Any]:
             """Commit the latest checkpoints into the target's idle groups (never backwards)."""
-            from include.mirrorflow.checkpoints.groupsync import sync_group_offsets as sync
+            from mirrorflow.checkpoints.groupsync import sync_group_offsets as sync
 
             live = MirrorflowHook(config_file).flow(name)
             if not live.get_bool("sync.group.offsets.enabled"):

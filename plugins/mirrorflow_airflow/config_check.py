@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from include.mirrorflow.config import load_config
-from include.mirrorflow.config.location import config_path
+from mirrorflow.config import load_config
+from mirrorflow.config.location import config_path
 
 
 def raise_config_errors(config_file: str | Path | None = None) -> None:

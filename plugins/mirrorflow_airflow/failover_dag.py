@@ -21,7 +21,7 @@ from typing import Any
 from airflow.sdk import DAG, Param, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-from include.mirrorflow.config import FlowConfig
+from mirrorflow.config import FlowConfig
 from mirrorflow_airflow.alerting import notify
 from mirrorflow_airflow.hooks import MirrorflowHook
 from mirrorflow_airflow.mirror_dag import DEFAULT_ARGS, START_DATE, configured_flows
@@ -74,7 +74,7 @@ def record_and_report(config_file: Path, name: str, kind: str, record_task: str,
     @task(task_id=record_task)
     def record(moved: dict[str, Any]) -> str:
         """Record the run on the target's failover log (dry runs too; only real runs change the flow's state)."""
-        from include.mirrorflow.failover import plan, report
+        from mirrorflow.failover import plan, report
 
         state = "dry-run" if moved["dry_run"] else done
         report.record(MirrorflowHook(config_file).flow(name), plan.plan_from_dict(moved), state=state)
@@ -87,7 +87,7 @@ def record_and_report(config_file: Path, name: str, kind: str, record_task: str,
 
         The advice comes first in the log, on its own line, so it is read before the tables.
         """
-        from include.mirrorflow.failover import plan, report
+        from mirrorflow.failover import plan, report
 
         loaded = plan.plan_from_dict(moved)
         verdict, markdown = report.summary(loaded), report.render_markdown(loaded)
@@ -261,7 +261,7 @@ def build_failover_dag(flow: FlowConfig, config_file: Path) -> DAG:
         @task(task_id="preflight")
         def preflight() -> dict[str, Any]:
             """Target reachable, checkpoints present (and how old), the groups that would move."""
-            from include.mirrorflow.failover import plan
+            from mirrorflow.failover import plan
 
             p = _params()
             dry = plan.plan_failover(
@@ -280,7 +280,7 @@ def build_failover_dag(flow: FlowConfig, config_file: Path) -> DAG:
         @task(task_id="final_copy")
         def final_copy() -> dict[str, Any]:
             """Planned mode: copy until lag 0 and emit final checkpoints (skipped for disaster and dry runs)."""
-            from include.mirrorflow.failover import drain
+            from mirrorflow.failover import drain
 
             p = _params()
             if p["mode"] != "planned" or p["dry_run"]:
@@ -293,7 +293,7 @@ def build_failover_dag(flow: FlowConfig, config_file: Path) -> DAG:
 
             The log says what happens in one line (the report's advice); the plan itself is the output.
             """
-            from include.mirrorflow.failover import plan, report
+            from mirrorflow.failover import plan, report
 
             p = _params()
             live = MirrorflowHook(config_file).flow(name)
@@ -359,7 +359,7 @@ def build_failback_dag(flow: FlowConfig, config_file: Path) -> DAG:
         @task(task_id="preflight")
         def preflight() -> dict[str, Any]:
             """Both clusters answer and the flow is failed over (unless force)."""
-            from include.mirrorflow.failover import report
+            from mirrorflow.failover import report
 
             live = MirrorflowHook(config_file).flow(name)
             state = report.failover_state(live)
@@ -370,7 +370,7 @@ def build_failback_dag(flow: FlowConfig, config_file: Path) -> DAG:
         @task(task_id="copy_back")
         def copy_back() -> int:
             """What producers wrote to the target during the outage, copied to the source (not in a dry run)."""
-            from include.mirrorflow.failover import failback
+            from mirrorflow.failover import failback
 
             if _params()["dry_run"]:
                 raise AirflowSkipException("dry run: nothing copied")
@@ -381,7 +381,7 @@ def build_failback_dag(flow: FlowConfig, config_file: Path) -> DAG:
         @task(task_id="move_groups", trigger_rule="none_failed")
         def move_groups() -> dict[str, Any]:
             """Each group's offsets translated back and committed on the source (unless dry run)."""
-            from include.mirrorflow.failover import failback, plan
+            from mirrorflow.failover import failback, plan
 
             p = _params()
             config = MirrorflowHook(config_file).load()

@@ -33,15 +33,15 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from airflow.sdk.exceptions import AirflowException, AirflowSensorTimeout, TaskDeferralError
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from include.mirrorflow.config import FlowConfig, load_config
-from include.mirrorflow.config.location import config_path
+from mirrorflow.config import FlowConfig, load_config
+from mirrorflow.config.location import config_path
 
 from .hooks import MirrorflowHook
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from include.mirrorflow.heartbeats import Freshness
+    from mirrorflow.heartbeats import Freshness
 
 #: One watcher at a time for the default 1-minute heartbeats schedule, with room for a run's start-up.
 DEFAULT_WATCH = timedelta(seconds=50)
@@ -55,9 +55,9 @@ _FIELDS = ("flow", "topic", "newest_ms", "age_s", "threshold_s", "checked_at_ms"
 
 
 def heartbeats_module() -> ModuleType:
-    """``include.mirrorflow.heartbeats``, imported when a check runs, not when a DAG file is parsed: it loads the
+    """``mirrorflow.heartbeats``, imported when a check runs, not when a DAG file is parsed: it loads the
     Kafka client, which the DAG's shape does not need (issue 12: parsing must stay cheap)."""
-    from include.mirrorflow import heartbeats
+    from mirrorflow import heartbeats
 
     return heartbeats
 

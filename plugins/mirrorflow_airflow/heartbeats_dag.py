@@ -36,10 +36,10 @@ from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOpe
 from airflow.sdk import DAG, TriggerRule, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowRuntimeError, AirflowSkipException
 
-from include.mirrorflow.config import FlowConfig, Schedule
-from include.mirrorflow.config.keys import ALERTS_LAG_MAX_SECONDS
-from include.mirrorflow.config.model import parse_schedule
-from include.mirrorflow.lag_alerts import family_key, thresholds
+from mirrorflow.config import FlowConfig, Schedule
+from mirrorflow.config.keys import ALERTS_LAG_MAX_SECONDS
+from mirrorflow.config.model import parse_schedule
+from mirrorflow.lag_alerts import family_key, thresholds
 from mirrorflow_airflow import alerting
 from mirrorflow_airflow.freshness import (
     DEFAULT_WATCH,
@@ -271,7 +271,7 @@ def lag_alerts_task(flow: FlowConfig, config_file: Path) -> Any:
         Fails only when nothing could be measured (a cluster down): the states are kept, so a recovery is
         never announced for a lag nobody saw end.
         """
-        from include.mirrorflow.status import flow_status  # the Kafka client: at run time, not at parse time
+        from mirrorflow.status import flow_status  # the Kafka client: at run time, not at parse time
 
         context = get_current_context()
         current = MirrorflowHook(config_file).flow(name)

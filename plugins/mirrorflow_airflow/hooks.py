@@ -17,11 +17,11 @@ from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
 from airflow.sdk.log import mask_secret
 
-from include.mirrorflow.config import FlowConfig, MirrorConfig, load_config
-from include.mirrorflow.config import overrides as config_overrides
-from include.mirrorflow.config.location import config_path
-from include.mirrorflow.config.properties import Entry
-from include.mirrorflow.redact import is_secret_key
+from mirrorflow.config import FlowConfig, MirrorConfig, load_config
+from mirrorflow.config import overrides as config_overrides
+from mirrorflow.config.location import config_path
+from mirrorflow.config.properties import Entry
+from mirrorflow.redact import is_secret_key
 
 
 class MirrorflowHook(BaseHook):

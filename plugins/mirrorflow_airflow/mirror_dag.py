@@ -25,10 +25,10 @@ from typing import Any
 from airflow.sdk import DAG, Asset, Param, get_current_context, task
 from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 
-from include.mirrorflow.config import ConfigError, FlowConfig, Schedule, load_config
-from include.mirrorflow.config.describe import render_family_markdown
-from include.mirrorflow.config.location import config_path
-from include.mirrorflow.replication.report_text import headline, report_lines, seconds_text
+from mirrorflow.config import ConfigError, FlowConfig, Schedule, load_config
+from mirrorflow.config.describe import render_family_markdown
+from mirrorflow.config.location import config_path
+from mirrorflow.replication.report_text import headline, report_lines, seconds_text
 
 from .alerting import notify
 from .hooks import MirrorflowHook
@@ -100,7 +100,7 @@ def _only_topics(params: dict[str, Any]) -> set[str] | None:
 
 def failed_over_since(flow: FlowConfig) -> str | None:
     """When the flow was failed over (its last failover record), or None; an unreadable target counts as no."""
-    from include.mirrorflow.failover.report import failover_state
+    from mirrorflow.failover.report import failover_state
 
     try:
         state = failover_state(flow, timeout=10)
@@ -118,7 +118,7 @@ def checked_clusters(flow: FlowConfig) -> list[dict[str, Any]]:
     failover record lives on the target, so it is read only once the target is known to answer: an unreachable
     target then costs the check's time alone, not an extra read timeout first.
     """
-    from include.mirrorflow import preflight
+    from mirrorflow import preflight
 
     try:
         health = preflight.check_clusters(flow)
@@ -204,7 +204,7 @@ def build_mirror_dag(flow: FlowConfig, family: str, config_file: Path) -> DAG:
         @task(task_id="prepare_target")
         def prepare_target() -> dict[str, Any]:
             """Remote topics exist with enough partitions, configs and ACLs synced."""
-            from include.mirrorflow import clients, topics
+            from mirrorflow import clients, topics
 
             params = get_current_context()["params"]
             live = MirrorflowHook(config_file).flow(name)
@@ -226,7 +226,7 @@ def build_mirror_dag(flow: FlowConfig, family: str, config_file: Path) -> DAG:
         def publish_report(report: dict[str, Any]) -> str:
             """The run in one line as the task's output, the whole report as XCom ``report``, readable entries
             beside it, and an asset event for checkpoints."""
-            from include.mirrorflow.alerts import run_event_payloads
+            from mirrorflow.alerts import run_event_payloads
 
             summary = event_extra(report)
             partitions = [{k: p.get(k) for k in PARTITION_KEYS} for p in report["partitions"]]

@@ -43,10 +43,10 @@ from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 from airflow.sdk.log import mask_secret
 
-from include.mirrorflow.config.location import REPO_ROOT
-from include.mirrorflow.config.model import parse_duration
-from include.mirrorflow.replication.report_text import report_lines
-from include.mirrorflow.replication.spark_env import SUBMITTED_AT_ENV, spark_environment
+from mirrorflow.config.location import REPO_ROOT
+from mirrorflow.config.model import parse_duration
+from mirrorflow.replication.report_text import report_lines
+from mirrorflow.replication.spark_env import SUBMITTED_AT_ENV, spark_environment
 
 from .hooks import MirrorflowHook
 
@@ -185,8 +185,8 @@ class MirrorFamilyOperator(SparkSubmitOperator):
     def _run_on_spark_connect(self, hook: MirrorflowHook) -> None:
         """The run, driven from this task, its units on the Spark Connect server; raises when it did not copy
         cleanly (the report it wrote says why, as the Spark app's does)."""
-        from include.mirrorflow.replication import entry
-        from include.mirrorflow.replication.connect import SparkConnectExecutor, public_url
+        from mirrorflow.replication import entry
+        from mirrorflow.replication.connect import SparkConnectExecutor, public_url
 
         url = SparkConnectHook(self._conn_id).get_connection_url()
         if ";" in url:

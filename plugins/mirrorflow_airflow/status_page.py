@@ -64,7 +64,7 @@ class StatusCache:
 
 def compute() -> tuple[list[Any], list[dict[str, Any]]]:
     """Every enabled flow's status, in parallel, with what the page links to (DAG ids) and colours by."""
-    from include.mirrorflow.status import flow_status
+    from mirrorflow.status import flow_status
     from mirrorflow_airflow.hooks import MirrorflowHook
 
     flows = MirrorflowHook().load().enabled_flows()
@@ -93,12 +93,12 @@ def lag_threshold(flow: Any, family: str) -> float:
     """The lag (seconds) over which a partition is shown in red: the lag alert's threshold when one is set
     (``mirrorflow.alerts.lag.max.seconds``), else the heartbeats' staleness budget
     (``mirrorflow.heartbeats.max.age``): a copy further behind than the heartbeats may be is worth a look."""
-    from include.mirrorflow import lag_alerts
+    from mirrorflow import lag_alerts
 
     own = lag_alerts.thresholds(flow).get(family)
     if own is not None:
         return float(own)
-    from include.mirrorflow import heartbeats
+    from mirrorflow import heartbeats
 
     return heartbeats.threshold_seconds(flow)
 
@@ -141,7 +141,7 @@ def create_app() -> FastAPI:
     @app.get("/metrics", response_class=PlainTextResponse)
     def metrics() -> PlainTextResponse:
         """The same figures in Prometheus text format (``prometheus_client``); see ``include/mirrorflow/metrics.py``."""
-        from include.mirrorflow.metrics import CONTENT_TYPE, render
+        from mirrorflow.metrics import CONTENT_TYPE, render
 
         _computed, statuses, _extras = CACHE.get()
         return PlainTextResponse(render(statuses), media_type=CONTENT_TYPE)

@@ -7,7 +7,7 @@ alerting, history and UI around it.
 
     check_clusters → verify → report
 
-``verify`` runs :func:`include.mirrorflow.verify.flow.verify_flow` on the engine the mirror DAG's ``replicate``
+``verify`` runs :func:`mirrorflow.verify.flow.verify_flow` on the engine the mirror DAG's ``replicate``
 uses: the Spark Connect server of the ``spark_default`` connection when that connection is of type
 ``spark_connect`` (each chunk a Spark task there), otherwise the task's own process. ``report`` logs the report as a
 table, publishes it as XCom and, when the copy differs, alerts through the flow's channels and fails (a red run
@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import DAG, Param, get_current_context, task
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
-from include.mirrorflow.config import FlowConfig
-from include.mirrorflow.config.model import parse_schedule
+from mirrorflow.config import FlowConfig
+from mirrorflow.config.model import parse_schedule
 from mirrorflow_airflow.alerting import channels, notify
 from mirrorflow_airflow.hooks import MirrorflowHook
 from mirrorflow_airflow.mirror_dag import (
@@ -43,7 +43,7 @@ from mirrorflow_airflow.mirror_dag import (
 )
 
 if TYPE_CHECKING:  # the verification library imports the Kafka client: not at DAG parse time
-    from include.mirrorflow.verify.report import VerifyReport
+    from mirrorflow.verify.report import VerifyReport
 
 log = logging.getLogger(__name__)
 
@@ -75,14 +75,14 @@ def verify_executor(session_key: str) -> tuple[Any, str]:
     if conn_type == "spark_connect":
         from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 
-        from include.mirrorflow.replication.connect import SparkConnectExecutor, public_url
+        from mirrorflow.replication.connect import SparkConnectExecutor, public_url
 
         url = SparkConnectHook(SPARK_CONN_ID).get_connection_url()
         if ";" in url:
             mask_secret(url.split(";", 1)[1])  # a token must never reach the log
         where = f"the Spark Connect server {public_url(url)} (connection {SPARK_CONN_ID})"
         return SparkConnectExecutor(url, session_key), where
-    from include.mirrorflow.replication.executor import LocalExecutor
+    from mirrorflow.replication.executor import LocalExecutor
 
     return LocalExecutor(), f"this task's process (connection {SPARK_CONN_ID} is not of type spark_connect)"
 
@@ -101,8 +101,8 @@ def run_verification(
     A request that cannot be right (an unknown family or topic, a bad duration) fails without retry
     (``AirflowFailException``); a Spark Connect server that does not answer fails with retries (it may come back).
     """
-    from include.mirrorflow.replication.connect import ConnectServerUnreachable
-    from include.mirrorflow.verify.flow import verify_flow
+    from mirrorflow.replication.connect import ConnectServerUnreachable
+    from mirrorflow.verify.flow import verify_flow
 
     config = MirrorflowHook(config_file).load()
     executor, where = verify_executor(session_key or f"{flow_name}/verify")
@@ -120,7 +120,7 @@ def run_verification(
 
 def report_from_dict(data: dict[str, Any]) -> VerifyReport:
     """The report again from its dict (XCom carries the dict), to render it with the library's own table."""
-    from include.mirrorflow.verify.report import PartitionVerdict, VerifyReport
+    from mirrorflow.verify.report import PartitionVerdict, VerifyReport
 
     known = PartitionVerdict.__dataclass_fields__
     partitions = [PartitionVerdict(**{k: v for k, v in p.items() if k in known}) for p in data.get("partitions") or []]
@@ -137,7 +137,7 @@ def report_from_dict(data: dict[str, Any]) -> VerifyReport:
 
 def difference_lines(data: dict[str, Any]) -> list[str]:
     """Each difference in one line (``orders[0] -> primary.orders[0]: extra on the target: ...``), in report order."""
-    from include.mirrorflow.verify.report import describe_difference
+    from mirrorflow.verify.report import describe_difference
 
     report = report_from_dict(data)
     return [describe_difference(p, d) for p in report.partitions for d in p.differences]
@@ -153,7 +153,7 @@ def error_lines(data: dict[str, Any]) -> list[str]:
 def log_report(data: dict[str, Any]) -> str:
     """The report as a table in the task log, each line at its level (DIFFERENT and ERROR lines, and the summary of a
     copy that is not identical, as errors; NOT VERIFIABLE as warnings: found by level); returns the summary line."""
-    from include.mirrorflow.verify.report import render_text, summary_line
+    from mirrorflow.verify.report import render_text, summary_line
 
     report = report_from_dict(data)
     summary = summary_line(report)
@@ -273,7 +273,7 @@ def checked_clusters_for_verify(flow: FlowConfig) -> list[dict[str, Any]]:
     copy can be proved against the source it left); when its source is gone there is nothing to compare with, so
     the run skips, saying so, instead of turning red on every scheduled run after a disaster.
     """
-    from include.mirrorflow import preflight
+    from mirrorflow import preflight
 
     try:
         health = preflight.check_clusters(flow)

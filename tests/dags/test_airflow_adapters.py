@@ -10,8 +10,8 @@ from pathlib import Path
 import airflow.settings  # noqa: F401 - Airflow puts plugins/ (mirrorflow_airflow) on sys.path
 import pytest
 
-from include.mirrorflow.config import overrides as ov
-from include.mirrorflow.replication.spark_env import spark_environment
+from mirrorflow.config import overrides as ov
+from mirrorflow.replication.spark_env import spark_environment
 
 
 @pytest.fixture
@@ -54,9 +54,9 @@ def test_settings_from_the_environment_apply_in_tasks_and_a_webhook_is_masked(mo
     from airflow.sdk._shared.secrets_masker.secrets_masker import redact
     from mirrorflow_airflow.hooks import MirrorflowHook
 
-    from include.mirrorflow.config.properties import Entry
-    from include.mirrorflow.demo.alert_sink import SinkEndpoint
-    from include.mirrorflow.demo.stack import alert_settings
+    from mirrorflow.config.properties import Entry
+    from mirrorflow.demo.alert_sink import SinkEndpoint
+    from mirrorflow.demo.stack import alert_settings
 
     url = "http://127.0.0.1:9/alerts-7f3a9c2e1b"
     monkeypatch.setenv(ov.ENV_VAR, alert_settings(SinkEndpoint(url, Path("/tmp/alerts.jsonl"))))
@@ -97,7 +97,7 @@ def test_spark_submit_lines_keep_their_level() -> None:
 
     assert line_level("26/11/22 12:00:01 WARN SparkContext: Using an existing SparkContext") == logging.WARNING
     assert line_level("26/11/22 12:00:01 ERROR Executor: Exception in task 0.0") == logging.ERROR
-    assert line_level("2026-11-22 12:00:01,123 WARNING include.mirrorflow.replication.run: retrying") == logging.WARNING
+    assert line_level("2026-11-22 12:00:01,123 WARNING mirrorflow.replication.run: retrying") == logging.WARNING
     assert line_level("26/11/22 12:00:01 INFO SparkContext: Running Spark version 4.3.0") == logging.INFO
     assert line_level("  orders[0]  primary.orders  20  0..19  20  0  copied") == logging.INFO
     assert line_level("Traceback (most recent call last):") == logging.INFO

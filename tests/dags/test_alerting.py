@@ -13,9 +13,9 @@ from typing import Any, ClassVar
 import pytest
 from airflow.sdk import BaseNotifier
 
-from include.mirrorflow.config import parse_config
-from include.mirrorflow.config.location import DEFAULT_CONFIG
-from include.mirrorflow.config.model import parse_schedule
+from mirrorflow.config import parse_config
+from mirrorflow.config.location import DEFAULT_CONFIG
+from mirrorflow.config.model import parse_schedule
 
 RECEIVED: list[tuple[str, Any]] = []
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from include.mirrorflow.config.location import DEFAULT_CONFIG, REPO_ROOT
+from mirrorflow.config.location import DEFAULT_CONFIG, REPO_ROOT
 
 DAGS = REPO_ROOT / "dags"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from include.mirrorflow.config.location import DEFAULT_CONFIG, REPO_ROOT
+from mirrorflow.config.location import DEFAULT_CONFIG, REPO_ROOT
 
 sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
 from dag_parse import BUDGET_S, dag_files, parse_file

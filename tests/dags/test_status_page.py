@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from mirrorflow_airflow import status_page
 from prometheus_client.parser import text_string_to_metric_families
 
-from include.mirrorflow.devcluster import free_port
+from mirrorflow.devcluster import free_port
 
 
 @pytest.fixture

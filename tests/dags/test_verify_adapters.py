@@ -8,9 +8,9 @@ import json
 import airflow.settings  # noqa: F401 - Airflow puts plugins/ (mirrorflow_airflow) on sys.path
 import pytest
 
-from include.mirrorflow.replication.connect import SparkConnectExecutor
-from include.mirrorflow.replication.executor import LocalExecutor
-from include.mirrorflow.verify.report import PartitionVerdict, VerifyReport, render_text
+from mirrorflow.replication.connect import SparkConnectExecutor
+from mirrorflow.replication.executor import LocalExecutor
+from mirrorflow.verify.report import PartitionVerdict, VerifyReport, render_text
 
 
 def test_a_spark_connect_connection_sends_chunks_to_its_server_any_other_keeps_them_in_the_task(

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from include.mirrorflow.demo.airflow_server import AirflowServer
-from include.mirrorflow.devcluster import free_port
+from mirrorflow.demo.airflow_server import AirflowServer
+from mirrorflow.devcluster import free_port
 from tests.kafka_helpers import create_topic, produce, read_all, topic_exists
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
 
-from include.mirrorflow.checkpoints.emit import emit_checkpoints, read_checkpoints
-from include.mirrorflow.checkpoints.groupsync import sync_group_offsets
-from include.mirrorflow.config import parse_config
-from include.mirrorflow.replication.executor import LocalExecutor
-from include.mirrorflow.replication.run import replicate
+from mirrorflow.checkpoints.emit import emit_checkpoints, read_checkpoints
+from mirrorflow.checkpoints.groupsync import sync_group_offsets
+from mirrorflow.config import parse_config
+from mirrorflow.replication.executor import LocalExecutor
+from mirrorflow.replication.run import replicate
 from tests.integration.test_replication import transactional_writes
 from tests.kafka_helpers import admin, create_topic, produce, read_all
 

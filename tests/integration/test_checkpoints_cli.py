@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from include.mirrorflow.checkpoints.emit import read_checkpoints
-from include.mirrorflow.cli import main
-from include.mirrorflow.config import load_config
-from include.mirrorflow.devcluster import free_port
-from include.mirrorflow.replication.executor import LocalExecutor
-from include.mirrorflow.replication.run import replicate
+from mirrorflow.checkpoints.emit import read_checkpoints
+from mirrorflow.cli import main
+from mirrorflow.config import load_config
+from mirrorflow.devcluster import free_port
+from mirrorflow.replication.executor import LocalExecutor
+from mirrorflow.replication.run import replicate
 from tests.integration.test_checkpoints import commit
 from tests.kafka_helpers import create_topic, produce
 

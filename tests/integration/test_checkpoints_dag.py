@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions
 
-from include.mirrorflow.config import load_config
-from include.mirrorflow.replication.executor import LocalExecutor
-from include.mirrorflow.replication.run import replicate
+from mirrorflow.config import load_config
+from mirrorflow.replication.executor import LocalExecutor
+from mirrorflow.replication.run import replicate
 from tests.integration.test_checkpoints import commit, resume
 from tests.integration.test_replication import transactional_writes
 from tests.kafka_helpers import admin, create_topic, produce

@@ -23,7 +23,7 @@ SEEDS = sorted((REPO / "tests" / "fixtures" / "seeds").glob("*.properties"))
 def mirrorflow(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run the installed console script (falls back to the module when run outside the venv)."""
     exe = Path(sys.executable).parent / "mirrorflow"
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "include.mirrorflow.cli"]
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "mirrorflow.cli"]
     return subprocess.run(
         [*cmd, *args],
         check=False,
@@ -138,7 +138,7 @@ def test_config_show_unknown_flow() -> None:
 
 
 BOOM_POLICY = '''
-from include.mirrorflow.policy import DefaultReplicationPolicy
+from mirrorflow.policy import DefaultReplicationPolicy
 
 
 class BoomPolicy(DefaultReplicationPolicy):

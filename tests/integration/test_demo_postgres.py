@@ -28,13 +28,13 @@ from typing import Any
 
 import pytest
 
-from include.mirrorflow.config import load_config
-from include.mirrorflow.demo.airflow_env import admin_login
-from include.mirrorflow.demo.airflow_server import FINISHED_STATES, AirflowServer
-from include.mirrorflow.demo.postgres import DB_NAME, PostgresServer
-from include.mirrorflow.demo.stack import DemoPaths, StartedHere, airflow_down, airflow_up, spark_pool_slots
-from include.mirrorflow.devcluster import free_port
-from include.mirrorflow.processes import session_members
+from mirrorflow.config import load_config
+from mirrorflow.demo.airflow_env import admin_login
+from mirrorflow.demo.airflow_server import FINISHED_STATES, AirflowServer
+from mirrorflow.demo.postgres import DB_NAME, PostgresServer
+from mirrorflow.demo.stack import DemoPaths, StartedHere, airflow_down, airflow_up, spark_pool_slots
+from mirrorflow.devcluster import free_port
+from mirrorflow.processes import session_members
 from tests.integration.test_airflow_e2e import write_config
 from tests.kafka_helpers import create_topic, produce
 
@@ -245,7 +245,7 @@ def test_the_replication_page_shows_what_mirrorflow_status_measures(cycle: Cycle
     assert status == 303 and "/auth/login" in location  # a person is sent to Airflow's login
 
     cli = subprocess.run(
-        [sys.executable, "-m", "include.mirrorflow.cli", "status", "--config", str(cycle.config_file), "--json"],
+        [sys.executable, "-m", "mirrorflow.cli", "status", "--config", str(cycle.config_file), "--json"],
         capture_output=True,
         text=True,
         timeout=120,

@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
-from include.mirrorflow.demo.traffic import DEMO_GROUPS, DEMO_TOPICS, run_traffic
+from mirrorflow.demo.traffic import DEMO_GROUPS, DEMO_TOPICS, run_traffic
 from tests.kafka_helpers import read_all
 
 pytestmark = pytest.mark.integration

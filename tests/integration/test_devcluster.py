@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from include.mirrorflow import devcluster
-from include.mirrorflow.devcluster import (
+from mirrorflow import devcluster
+from mirrorflow.devcluster import (
     ClusterSpec,
     DevClusterError,
     DevClusters,

@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions
 
-from include.mirrorflow.checkpoints.emit import emit_checkpoints
-from include.mirrorflow.config import load_config
-from include.mirrorflow.devcluster import ClusterSpec, DevClusters
-from include.mirrorflow.failover.report import FAILOVER_LOG, failover_state
-from include.mirrorflow.replication.executor import LocalExecutor
-from include.mirrorflow.replication.run import replicate
+from mirrorflow.checkpoints.emit import emit_checkpoints
+from mirrorflow.config import load_config
+from mirrorflow.devcluster import ClusterSpec, DevClusters
+from mirrorflow.failover.report import FAILOVER_LOG, failover_state
+from mirrorflow.replication.executor import LocalExecutor
+from mirrorflow.replication.run import replicate
 from tests.conftest import distinct_free_ports
 from tests.integration.test_checkpoints import commit, resume
 from tests.kafka_helpers import admin, create_topic, produce, read_all
@@ -254,8 +254,8 @@ def test_disaster_dry_run_counts_what_the_copy_missed_then_translates_a_stale_ch
     """Disaster mode reads only the target: the progress there gives the copied position, the syncs there
     re-translate each checkpoint (the best valid answer: exact once the copy got there); the source is not
     read, so the age of missing records is unknown."""
-    from include.mirrorflow.failover.plan import plan_failover
-    from include.mirrorflow.failover.report import render_markdown, summary
+    from mirrorflow.failover.plan import plan_failover
+    from mirrorflow.failover.report import render_markdown, summary
 
     primary, topic, flow = setup["primary"], setup["topic"], setup["flow"]
     remote = f"primary.{topic}"

@@ -25,15 +25,15 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from include.mirrorflow.checkpoints.translate import OffsetTranslator
-from include.mirrorflow.config import MirrorConfig, parse_config
-from include.mirrorflow.devcluster import ClusterSpec, DevClusters
-from include.mirrorflow.processes import PidRecord
-from include.mirrorflow.replication.connect import SparkConnectExecutor
-from include.mirrorflow.replication.copy import CHECKPOINT_EVERY_RECORDS
-from include.mirrorflow.replication.executor import LocalExecutor, UnitExecutor
-from include.mirrorflow.replication.run import replicate
-from include.mirrorflow.wire import OffsetSync
+from mirrorflow.checkpoints.translate import OffsetTranslator
+from mirrorflow.config import MirrorConfig, parse_config
+from mirrorflow.devcluster import ClusterSpec, DevClusters
+from mirrorflow.processes import PidRecord
+from mirrorflow.replication.connect import SparkConnectExecutor
+from mirrorflow.replication.copy import CHECKPOINT_EVERY_RECORDS
+from mirrorflow.replication.executor import LocalExecutor, UnitExecutor
+from mirrorflow.replication.run import replicate
+from mirrorflow.wire import OffsetSync
 from tests.conftest import distinct_free_ports
 from tests.kafka_helpers import admin, create_topic, produce, read_all, unique_topic_name
 
@@ -226,7 +226,7 @@ def test_killed_process_group_loses_nothing(
 def test_killed_spark_connect_server_loses_nothing(pair: Pair, tmp_path: Path) -> None:
     """The Spark Connect server itself (driver and Python workers) is killed mid-copy, exactly-once; the run
     fails and says so, and a run on a new server completes the copy without a duplicate."""
-    from include.mirrorflow.replication.local_connect import ensure_local_server, stop_local_server
+    from mirrorflow.replication.local_connect import ensure_local_server, stop_local_server
 
     prefix = unique_topic_name("kill-server")
     topic = create_topic(pair.primary, prefix, partitions=2)

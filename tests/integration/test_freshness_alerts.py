@@ -22,12 +22,12 @@ from typing import Any
 
 import pytest
 
-from include.mirrorflow.config import load_config
-from include.mirrorflow.demo.alert_sink import AlertSink
-from include.mirrorflow.devcluster import ClusterSpec, DevClusters
-from include.mirrorflow.heartbeats import check_freshness, emit_heartbeat
-from include.mirrorflow.replication.executor import LocalExecutor
-from include.mirrorflow.replication.run import family_lock, replicate
+from mirrorflow.config import load_config
+from mirrorflow.demo.alert_sink import AlertSink
+from mirrorflow.devcluster import ClusterSpec, DevClusters
+from mirrorflow.heartbeats import check_freshness, emit_heartbeat
+from mirrorflow.replication.executor import LocalExecutor
+from mirrorflow.replication.run import family_lock, replicate
 from tests.conftest import distinct_free_ports
 from tests.integration.test_heartbeats import pair_config_text
 

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from include.mirrorflow.config import MirrorConfig, parse_config
-from include.mirrorflow.devcluster import ClusterSpec, DevClusters
-from include.mirrorflow.heartbeats import check_freshness, emit_heartbeat, heartbeat_flows
-from include.mirrorflow.replication.executor import LocalExecutor
-from include.mirrorflow.replication.run import replicate
-from include.mirrorflow.wire import Heartbeat
+from mirrorflow.config import MirrorConfig, parse_config
+from mirrorflow.devcluster import ClusterSpec, DevClusters
+from mirrorflow.heartbeats import check_freshness, emit_heartbeat, heartbeat_flows
+from mirrorflow.replication.executor import LocalExecutor
+from mirrorflow.replication.run import replicate
+from mirrorflow.wire import Heartbeat
 from tests.conftest import distinct_free_ports
 from tests.kafka_helpers import read_all
 

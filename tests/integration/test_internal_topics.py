@@ -19,15 +19,15 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
-from include.mirrorflow.checkpoints.emit import emit_checkpoints
-from include.mirrorflow.config import MirrorConfig, parse_config
-from include.mirrorflow.devcluster import ClusterSpec, DevClusters
-from include.mirrorflow.failover.plan import plan_failover
-from include.mirrorflow.failover.report import FAILOVER_LOG, record
-from include.mirrorflow.heartbeats import emit_heartbeat, heartbeat_flows
-from include.mirrorflow.internal_topics import InternalTopic, ensure_topic
-from include.mirrorflow.replication.executor import LocalExecutor
-from include.mirrorflow.replication.run import replicate
+from mirrorflow.checkpoints.emit import emit_checkpoints
+from mirrorflow.config import MirrorConfig, parse_config
+from mirrorflow.devcluster import ClusterSpec, DevClusters
+from mirrorflow.failover.plan import plan_failover
+from mirrorflow.failover.report import FAILOVER_LOG, record
+from mirrorflow.heartbeats import emit_heartbeat, heartbeat_flows
+from mirrorflow.internal_topics import InternalTopic, ensure_topic
+from mirrorflow.replication.executor import LocalExecutor
+from mirrorflow.replication.run import replicate
 from tests.conftest import distinct_free_ports
 from tests.integration.test_checkpoints import commit
 from tests.kafka_helpers import create_topic, produce, read_all
@@ -85,7 +85,7 @@ def test_every_internal_topic_has_mm2s_partitions_and_cleanup_policy_after_a_run
     topic = create_topic(primary, "orders", partitions=2)
     produce(primary, topic, [{"value": b"o%d" % i, "partition": i % 2} for i in range(20)])
     commit(primary, "billing", {(topic, 0): 5, (topic, 1): 7})
-    caplog.set_level(logging.WARNING, logger="include.mirrorflow.internal_topics")
+    caplog.set_level(logging.WARNING, logger="mirrorflow.internal_topics")
 
     for f in heartbeat_flows(config):  # primary->backup and, as MM2, backup->primary
         emit_heartbeat(f)
@@ -143,7 +143,7 @@ def test_internal_topics_auto_created_with_broker_defaults_are_reported_then_fix
         auto_create_by_metadata_request(kafka_clusters.backup, name)
     topic = create_topic(kafka_clusters.primary, f"{prefix}-orders", partitions=3)
     produce(kafka_clusters.primary, topic, [{"value": b"v%d" % i, "partition": i % 3} for i in range(9)])
-    caplog.set_level(logging.WARNING, logger="include.mirrorflow.internal_topics")
+    caplog.set_level(logging.WARNING, logger="mirrorflow.internal_topics")
     bootstrap = kafka_clusters.backup
 
     # Reported, not changed: the command that fixes it is named; the existing partition count is used.

@@ -19,14 +19,14 @@ from typing import Any
 import airflow  # noqa: F401 - first: importing Airflow puts plugins/ (mirrorflow_airflow) on sys.path
 import pytest
 
-from include.mirrorflow.alerts import AlertState
-from include.mirrorflow.config import load_config, parse_config
-from include.mirrorflow.config.location import DEFAULT_CONFIG
-from include.mirrorflow.demo.alert_sink import AlertSink
-from include.mirrorflow.devcluster import ClusterSpec, DevClusters
-from include.mirrorflow.replication.executor import LocalExecutor
-from include.mirrorflow.replication.run import replicate
-from include.mirrorflow.status import FlowStatus
+from mirrorflow.alerts import AlertState
+from mirrorflow.config import load_config, parse_config
+from mirrorflow.config.location import DEFAULT_CONFIG
+from mirrorflow.demo.alert_sink import AlertSink
+from mirrorflow.devcluster import ClusterSpec, DevClusters
+from mirrorflow.replication.executor import LocalExecutor
+from mirrorflow.replication.run import replicate
+from mirrorflow.status import FlowStatus
 from tests.conftest import distinct_free_ports
 from tests.integration.test_heartbeats import pair_config_text
 from tests.kafka_helpers import create_topic, produce

@@ -23,11 +23,11 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from include.mirrorflow.config import MirrorConfig, parse_config
-from include.mirrorflow.devcluster import ClusterSpec, DevClusters, free_port
-from include.mirrorflow.replication.executor import LocalExecutor
-from include.mirrorflow.replication.lock import FamilyLock, LockError, LockHeldError, blockers
-from include.mirrorflow.replication.run import family_lock, replicate
+from mirrorflow.config import MirrorConfig, parse_config
+from mirrorflow.devcluster import ClusterSpec, DevClusters, free_port
+from mirrorflow.replication.executor import LocalExecutor
+from mirrorflow.replication.lock import FamilyLock, LockError, LockHeldError, blockers
+from mirrorflow.replication.run import family_lock, replicate
 from tests.kafka_helpers import create_topic, produce, read_all
 
 pytestmark = pytest.mark.integration
@@ -175,8 +175,8 @@ def test_held_turns_false_when_renewals_fail(kafka_clusters: Any) -> None:
 
 HOLDER = """
 import sys, time
-from include.mirrorflow.config import parse_config
-from include.mirrorflow.replication.run import family_lock
+from mirrorflow.config import parse_config
+from mirrorflow.replication.run import family_lock
 config = parse_config(sys.stdin.read())
 source, _, target = sys.argv[1].partition("->")
 with family_lock(config.flow(source, target), sys.argv[2] or None) as lock:

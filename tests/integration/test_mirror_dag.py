@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from include.mirrorflow.devcluster import free_port
+from mirrorflow.devcluster import free_port
 from tests.kafka_helpers import admin, create_topic, produce, read_all
 
 pytestmark = pytest.mark.integration

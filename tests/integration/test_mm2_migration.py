@@ -27,18 +27,18 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from include.mirrorflow.checkpoints.emit import emit_checkpoints, read_translator
-from include.mirrorflow.checkpoints.failover_offsets import translate_group
-from include.mirrorflow.checkpoints.groupsync import sync_group_offsets
-from include.mirrorflow.checkpoints.syncstore import OffsetSyncStore
-from include.mirrorflow.cli import main
-from include.mirrorflow.config import load_config
-from include.mirrorflow.failover.failback import plan_failback
-from include.mirrorflow.failover.plan import plan_failover
-from include.mirrorflow.replication.executor import LocalExecutor
-from include.mirrorflow.replication.progress import progress_location, progress_topic
-from include.mirrorflow.replication.run import replicate
-from include.mirrorflow.wire import Checkpoint, OffsetSync, source_offset_value
+from mirrorflow.checkpoints.emit import emit_checkpoints, read_translator
+from mirrorflow.checkpoints.failover_offsets import translate_group
+from mirrorflow.checkpoints.groupsync import sync_group_offsets
+from mirrorflow.checkpoints.syncstore import OffsetSyncStore
+from mirrorflow.cli import main
+from mirrorflow.config import load_config
+from mirrorflow.failover.failback import plan_failback
+from mirrorflow.failover.plan import plan_failover
+from mirrorflow.replication.executor import LocalExecutor
+from mirrorflow.replication.progress import progress_location, progress_topic
+from mirrorflow.replication.run import replicate
+from mirrorflow.wire import Checkpoint, OffsetSync, source_offset_value
 from tests.integration.test_checkpoints import commit
 from tests.kafka_helpers import create_topic, produce, read_all
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from include.mirrorflow.config import parse_config
-from include.mirrorflow.devcluster import free_port
-from include.mirrorflow.preflight import (
+from mirrorflow.config import parse_config
+from mirrorflow.devcluster import free_port
+from mirrorflow.preflight import (
     REFUSED_GRACE_S,
     ClusterUnreachableError,
     check_cluster,

@@ -17,12 +17,12 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import NewPartitions
 
-from include.mirrorflow.config import MirrorConfig, parse_config
-from include.mirrorflow.replication.connect import SparkConnectExecutor
-from include.mirrorflow.replication.executor import LocalExecutor, SparkExecutor, UnitExecutor
-from include.mirrorflow.replication.progress import progress_topic
-from include.mirrorflow.replication.run import PHASES, replicate
-from include.mirrorflow.wire import (
+from mirrorflow.config import MirrorConfig, parse_config
+from mirrorflow.replication.connect import SparkConnectExecutor
+from mirrorflow.replication.executor import LocalExecutor, SparkExecutor, UnitExecutor
+from mirrorflow.replication.progress import progress_topic
+from mirrorflow.replication.run import PHASES, replicate
+from mirrorflow.wire import (
     OffsetSync,
     decode_source_offset_key,
     decode_source_offset_value,
@@ -366,7 +366,7 @@ def test_replicate_cli_submits_its_units_to_spark_connect(
 
 
 def test_replicate_cli_names_an_unreachable_spark_connect_server(kafka_clusters: Any, tmp_path: Path) -> None:
-    from include.mirrorflow.devcluster import free_port
+    from mirrorflow.devcluster import free_port
 
     p = prefix()
     topic = create_topic(kafka_clusters.primary, f"{p}-cli", partitions=1)
@@ -411,7 +411,7 @@ def test_two_concurrent_runs_never_both_write(kafka_clusters: Any, delivery: str
 def test_continuous_mode_keeps_copying_until_the_time_is_up(kafka_clusters: Any) -> None:
     import threading
 
-    from include.mirrorflow.replication.run import replicate_continuously
+    from mirrorflow.replication.run import replicate_continuously
 
     p = prefix()
     topic = create_topic(kafka_clusters.primary, f"{p}-cont", partitions=1)

@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
-from include.mirrorflow import clients
-from include.mirrorflow.config import MirrorConfig, parse_config
-from include.mirrorflow.replication.executor import LocalExecutor
-from include.mirrorflow.replication.history import read_run_history
-from include.mirrorflow.replication.lock import LOCK_TOPIC
-from include.mirrorflow.replication.run import replicate, replicate_continuously
-from include.mirrorflow.replication.units import UnitResult, UnitSpec
+from mirrorflow import clients
+from mirrorflow.config import MirrorConfig, parse_config
+from mirrorflow.replication.executor import LocalExecutor
+from mirrorflow.replication.history import read_run_history
+from mirrorflow.replication.lock import LOCK_TOPIC
+from mirrorflow.replication.run import replicate, replicate_continuously
+from mirrorflow.replication.units import UnitResult, UnitSpec
 from tests.kafka_helpers import create_topic, produce, topic_exists
 
 pytestmark = pytest.mark.integration

@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from include.mirrorflow.checkpoints.emit import emit_checkpoints
-from include.mirrorflow.cli import main
-from include.mirrorflow.config import parse_config
-from include.mirrorflow.devcluster import free_port
-from include.mirrorflow.replication.executor import LocalExecutor
-from include.mirrorflow.replication.run import replicate
-from include.mirrorflow.status import BEHIND, CAUGHT_UP, NO_PROGRESS, flow_status
+from mirrorflow.checkpoints.emit import emit_checkpoints
+from mirrorflow.cli import main
+from mirrorflow.config import parse_config
+from mirrorflow.devcluster import free_port
+from mirrorflow.replication.executor import LocalExecutor
+from mirrorflow.replication.run import replicate
+from mirrorflow.status import BEHIND, CAUGHT_UP, NO_PROGRESS, flow_status
 from tests.integration.test_checkpoints import commit
 from tests.kafka_helpers import create_topic, produce
 

@@ -27,9 +27,9 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from include.mirrorflow.clients import admin
-from include.mirrorflow.config import FamilyConflictError, FlowConfig, parse_config
-from include.mirrorflow.topics import (
+from mirrorflow.clients import admin
+from mirrorflow.config import FamilyConflictError, FlowConfig, parse_config
+from mirrorflow.topics import (
     DELETED,
     PreparationReport,
     TopicPlan,

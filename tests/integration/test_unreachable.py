@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from include.mirrorflow.cli import spark_submit_command
-from include.mirrorflow.devcluster import free_port
+from mirrorflow.cli import spark_submit_command
+from mirrorflow.devcluster import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -233,7 +233,7 @@ def test_a_failed_over_flow_skips_with_its_source_gone_but_not_with_its_target_g
     from airflow.sdk.exceptions import AirflowException, AirflowSkipException
     from mirrorflow_airflow import mirror_dag
 
-    from include.mirrorflow.config import load_config
+    from mirrorflow.config import load_config
 
     asked: list[str] = []
 

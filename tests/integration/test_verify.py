@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer, TopicPartition
 
-from include.mirrorflow.config import MirrorConfig, parse_config
-from include.mirrorflow.replication.connect import SparkConnectExecutor
-from include.mirrorflow.replication.executor import LocalExecutor, SparkExecutor, UnitExecutor
-from include.mirrorflow.replication.progress import progress_location, progress_topic
-from include.mirrorflow.replication.run import replicate
-from include.mirrorflow.verify import VerifyReport, render_text, verify_flow
-from include.mirrorflow.wire import source_offset_value
+from mirrorflow.config import MirrorConfig, parse_config
+from mirrorflow.replication.connect import SparkConnectExecutor
+from mirrorflow.replication.executor import LocalExecutor, SparkExecutor, UnitExecutor
+from mirrorflow.replication.progress import progress_location, progress_topic
+from mirrorflow.replication.run import replicate
+from mirrorflow.verify import VerifyReport, render_text, verify_flow
+from mirrorflow.wire import source_offset_value
 from tests.kafka_helpers import admin, create_topic, produce, read_all
 
 pytestmark = pytest.mark.integration
@@ -228,7 +228,7 @@ def test_a_skipped_range_longer_than_the_look_ahead_is_still_missing(
     kafka_clusters: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Inside one chunk, 30 records missing with a look-ahead of 5: found by scanning the rest of the chunk."""
-    from include.mirrorflow.verify import plan
+    from mirrorflow.verify import plan
 
     monkeypatch.setattr(plan, "LOOKAHEAD", 5)
     p = prefix()

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from include.mirrorflow.config import load_config
-from include.mirrorflow.replication.executor import LocalExecutor
-from include.mirrorflow.replication.run import replicate
+from mirrorflow.config import load_config
+from mirrorflow.replication.executor import LocalExecutor
+from mirrorflow.replication.run import replicate
 from tests.kafka_helpers import create_topic, produce
 
 pytestmark = pytest.mark.integration

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from include.mirrorflow.alerts import AlertState, WebhookError, alert_payload, decide, evaluate, post_webhook
-from include.mirrorflow.config import ConfigError, parse_config
-from include.mirrorflow.redact import REDACTED, is_secret_key, redact_value
+from mirrorflow.alerts import AlertState, WebhookError, alert_payload, decide, evaluate, post_webhook
+from mirrorflow.config import ConfigError, parse_config
+from mirrorflow.redact import REDACTED, is_secret_key, redact_value
 
 THRESHOLD = 5.0
 
@@ -223,7 +223,7 @@ def test_only_a_flow_that_never_crossed_waits() -> None:
 
 
 def test_freshness_verdicts() -> None:
-    from include.mirrorflow.heartbeats import Freshness
+    from mirrorflow.heartbeats import Freshness
 
     def at(newest: int | None, first: int | None, now: int = 100_000) -> Freshness:
         age = None if newest is None else (now - newest) / 1000
@@ -239,7 +239,7 @@ def test_freshness_verdicts() -> None:
 
 
 def test_the_grace_key_defaults_to_the_max_age() -> None:
-    from include.mirrorflow.heartbeats import grace_seconds
+    from mirrorflow.heartbeats import grace_seconds
 
     assert grace_seconds(parse_config(BASE + "mirrorflow.heartbeats.max.age = 2m\n").flow("a", "b")) == 120
     assert grace_seconds(parse_config(BASE + "a->b.mirrorflow.heartbeats.grace = 1h\n").flow("a", "b")) == 3600

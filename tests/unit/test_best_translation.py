@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from include.mirrorflow.checkpoints.best import BestTranslator, choose, valid_for
-from include.mirrorflow.checkpoints.emit import should_emit
-from include.mirrorflow.checkpoints.translate import OffsetTranslator, Translation
-from include.mirrorflow.wire import Checkpoint, OffsetSync
+from mirrorflow.checkpoints.best import BestTranslator, choose, valid_for
+from mirrorflow.checkpoints.emit import should_emit
+from mirrorflow.checkpoints.translate import OffsetTranslator, Translation
+from mirrorflow.wire import Checkpoint, OffsetSync
 from tests.unit.test_translate import run_syncs
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import Producer
 
-from include.mirrorflow.clients import ClientConfigError, _build, client_properties, librdkafka_config
-from include.mirrorflow.config import parse_config
+from mirrorflow.clients import ClientConfigError, _build, client_properties, librdkafka_config
+from mirrorflow.config import parse_config
 
 JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="svc" password="p@ss \\"x\\"";'
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from include.mirrorflow.config import ConfigError, FamilyConflictError, load_config, parse_config
-from include.mirrorflow.policy import DefaultReplicationPolicy, IdentityReplicationPolicy
+from mirrorflow.config import ConfigError, FamilyConflictError, load_config, parse_config
+from mirrorflow.policy import DefaultReplicationPolicy, IdentityReplicationPolicy
 
 BASE = "clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\nA->B.enabled = true\n"
 
@@ -286,7 +286,7 @@ def test_pairs_the_file_does_not_name_are_built_on_first_use() -> None:
 
 
 def test_loading_resolves_the_named_pairs_and_one_representative(monkeypatch: pytest.MonkeyPatch) -> None:
-    from include.mirrorflow.config import resolve
+    from mirrorflow.config import resolve
 
     resolved: list[tuple[str, str]] = []
     original = resolve._Resolver.flow
@@ -319,7 +319,7 @@ def test_top_level_errors_are_found_when_no_flow_is_named() -> None:
 
 
 def test_heartbeat_only_pairs_are_every_pair_not_enabled() -> None:
-    from include.mirrorflow.config.describe import describe_config
+    from mirrorflow.config.describe import describe_config
 
     config = parse_config(BASE.replace("clusters = A, B", "clusters = A, B, C") + "C.bootstrap.servers = c:1\n")
     assert describe_config(config)["heartbeat_only_pairs"] == ["A->C", "B->A", "B->C", "C->A", "C->B"]
@@ -369,7 +369,7 @@ def test_family_patterns_with_huge_automata_are_left_to_the_run_time_check() -> 
 
 
 def test_an_unchanged_file_is_resolved_once_per_process(tmp_path: Path) -> None:
-    from include.mirrorflow.config import load_config
+    from mirrorflow.config import load_config
 
     path = tmp_path / "mm2.properties"
     path.write_text("clusters = a, b\na.bootstrap.servers = a:9092\nb.bootstrap.servers = b:9092\na->b.enabled = true\n")
@@ -381,7 +381,7 @@ def test_an_unchanged_file_is_resolved_once_per_process(tmp_path: Path) -> None:
 
 
 def test_a_file_with_provider_references_is_resolved_every_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from include.mirrorflow.config import load_config
+    from mirrorflow.config import load_config
 
     path = tmp_path / "mm2.properties"
     monkeypatch.setenv("MF_TEST_SERVERS", "a:9092")

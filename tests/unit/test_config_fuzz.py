@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from include.mirrorflow.config import ConfigError, MirrorConfig, load_config
+from mirrorflow.config import ConfigError, MirrorConfig, load_config
 
 BASE = [
     "clusters = A, B, C",

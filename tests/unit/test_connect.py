@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from include.mirrorflow.replication.connect import (
+from mirrorflow.replication.connect import (
     public_url,
     server_address,
     session_id_for,
     with_session_id,
 )
-from include.mirrorflow.replication.local_connect import SERVER_CLASS, local_master, server_command
+from mirrorflow.replication.local_connect import SERVER_CLASS, local_master, server_command
 
 
 @pytest.mark.parametrize(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from include.mirrorflow.replication.copy import _runs
-from include.mirrorflow.replication.units import Run
+from mirrorflow.replication.copy import _runs
+from mirrorflow.replication.units import Run
 
 
 def test_runs_split_where_either_side_jumps() -> None:

@@ -14,8 +14,8 @@ from typing import Any, ClassVar
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from include.mirrorflow.replication import copy
-from include.mirrorflow.replication.units import Run, UnitSpec
+from mirrorflow.replication import copy
+from mirrorflow.replication.units import Run, UnitSpec
 
 
 class FakeMessage:

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from include.mirrorflow.config import load_config
-from include.mirrorflow.config.location import REPO_ROOT
-from include.mirrorflow.demo.airflow_env import admin_login, airflow_environment, jwt_secret, redact_url
-from include.mirrorflow.demo.stack import demo_dags
+from mirrorflow.config import load_config
+from mirrorflow.config.location import REPO_ROOT
+from mirrorflow.demo.airflow_env import admin_login, airflow_environment, jwt_secret, redact_url
+from mirrorflow.demo.stack import demo_dags
 
 CONFIG = REPO_ROOT / "include" / "config" / "mm2.properties"
 BASE = {"PATH": "/usr/bin:/bin", "PYTHONPATH": "/opt/lib", "HOME": "/home/someone", "LANG": "C.UTF-8"}
@@ -63,7 +63,7 @@ def test_venv_first_on_path_and_spark_uses_this_python(env: dict[str, str]) -> N
     assert path[1:] == ["/usr/bin", "/bin"]
     assert env["PYSPARK_PYTHON"] == env["PYSPARK_DRIVER_PYTHON"] == sys.executable
     assert env["SPARK_LOCAL_IP"] == "127.0.0.1"
-    assert env["PYTHONPATH"].split(os.pathsep) == [str(REPO_ROOT), "/opt/lib"]
+    assert env["PYTHONPATH"].split(os.pathsep) == [str(REPO_ROOT / "include"), str(REPO_ROOT), "/opt/lib"]  # `mirrorflow` first
 
 
 def test_spark_connection(env: dict[str, str]) -> None:

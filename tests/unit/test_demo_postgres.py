@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from include.mirrorflow.demo import postgres
-from include.mirrorflow.demo.postgres import (
+from mirrorflow.demo import postgres
+from mirrorflow.demo.postgres import (
     DB_NAME,
     DB_USER,
     PostgresError,

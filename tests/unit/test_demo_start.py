@@ -17,11 +17,11 @@ from typing import Any, ClassVar
 
 import pytest
 
-from include.mirrorflow.config.location import DEFAULT_CONFIG
-from include.mirrorflow.demo import stack
-from include.mirrorflow.demo.airflow_server import AirflowServer, AirflowStartError, health_problem
-from include.mirrorflow.demo.postgres import PostgresServer
-from include.mirrorflow.devcluster import free_port
+from mirrorflow.config.location import DEFAULT_CONFIG
+from mirrorflow.demo import stack
+from mirrorflow.demo.airflow_server import AirflowServer, AirflowStartError, health_problem
+from mirrorflow.demo.postgres import PostgresServer
+from mirrorflow.devcluster import free_port
 
 HEALTHY = {
     "metadatabase": {"status": "healthy"},
@@ -134,7 +134,7 @@ def test_start_timeout_option_then_environment_then_default(monkeypatch: pytest.
 
 
 def test_the_cli_option_reaches_demo_up(monkeypatch: pytest.MonkeyPatch) -> None:
-    from include.mirrorflow import cli
+    from mirrorflow import cli
 
     seen: list[float | None] = []
     monkeypatch.setattr(stack, "demo_up", lambda start_timeout_s=None: seen.append(start_timeout_s) or 0)

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 import yaml
 
-from include.mirrorflow.config import load_config
-from include.mirrorflow.devcluster import DEFAULT_CLUSTERS, REPO_ROOT
+from mirrorflow.config import load_config
+from mirrorflow.devcluster import DEFAULT_CLUSTERS, REPO_ROOT
 
 COMPOSE_FILE = REPO_ROOT / "docker-compose.yaml"
 KAFKA_SERVICES = {"primary": "kafka-primary", "backup": "kafka-backup"}
@@ -236,8 +236,8 @@ def test_airflow_settings(services: dict[str, dict[str, Any]]) -> None:
         assert env["AIRFLOW__CORE__LOAD_EXAMPLES"].lower() == "false"
         assert env["AIRFLOW__API_AUTH__JWT_SECRET"].startswith("${AIRFLOW_JWT_SECRET:-"), "secret from the env"
         assert env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"].startswith("http://airflow-apiserver:")
-        # include.mirrorflow imports: the repository root (/opt/airflow) is on the Python path.
-        assert "/opt/airflow" in env["PYTHONPATH"].split(":")
+        # `import mirrorflow`: the library's folder (/opt/airflow/include) is on the Python path.
+        assert "/opt/airflow/include" in env["PYTHONPATH"].split(":")  # `import mirrorflow`
         assert to_repo_path(services[name], "/opt/airflow/include/mirrorflow/__init__.py").is_file()
     assert host_ports(services["airflow-apiserver"]) == {8080: 8080}
     assert depends_on(services["airflow-apiserver"])["airflow-init"] == "service_completed_successfully"
@@ -258,7 +258,7 @@ def test_spark_connection_is_the_spark_connect_server_on_the_standalone_master(
     assert command[command.index("--master") + 1] == "spark://spark-master:7077"
     assert "spark.connect.grpc.binding.port=15002" in command and host_ports(server)[15002] == 15002
     assert environment(server)["SPARK_NO_DAEMONIZE"] == "1"
-    assert environment(server)["PYTHONPATH"] == "/opt/mirrorflow"  # its executors import include.mirrorflow
+    assert environment(server)["PYTHONPATH"].split(":")[0] == "/opt/mirrorflow/include"  # executors: import mirrorflow
     master = services["spark-master"]
     assert "7077" in master["command"] and 7077 in host_ports(master).values()
     assert host_ports(master)[8081] == 8080, "Spark master UI on the host's 8081 (Airflow has 8080)"
@@ -297,7 +297,7 @@ def test_spark_services_see_the_repository(services: dict[str, dict[str, Any]]) 
         service = services[name]
         assert bind_mounts(service)["/opt/mirrorflow"] == REPO_ROOT
         assert ("/opt/mirrorflow", True) in {(target, ro) for _, target, ro in mounts(service)}
-        assert environment(service)["PYTHONPATH"] == "/opt/mirrorflow"
+        assert environment(service)["PYTHONPATH"].split(":")[0] == "/opt/mirrorflow/include"
         assert to_repo_path(service, "/opt/mirrorflow/include/mirrorflow/replication/copy.py").is_file()
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from include.mirrorflow.failover.outcome import (
+from mirrorflow.failover.outcome import (
     Classified,
     action_text,
     classify,
@@ -17,8 +17,8 @@ from include.mirrorflow.failover.outcome import (
     top_line,
     totals,
 )
-from include.mirrorflow.failover.plan import FailoverPlan, GroupMove, PartitionMove, plan_from_dict
-from include.mirrorflow.failover.report import render_markdown, summary
+from mirrorflow.failover.plan import FailoverPlan, GroupMove, PartitionMove, plan_from_dict
+from mirrorflow.failover.report import render_markdown, summary
 
 
 def row(

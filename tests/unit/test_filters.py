@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from include.mirrorflow.filters import ConfigPropertyFilter, GroupFilter, TopicFilter, split_list
-from include.mirrorflow.javaregex import JavaRegexError
+from mirrorflow.filters import ConfigPropertyFilter, GroupFilter, TopicFilter, split_list
+from mirrorflow.javaregex import JavaRegexError
 
 
 def test_split_list_like_configdef() -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import KafkaError
 
-from include.mirrorflow.replication.copy import is_retriable, kafka_words
-from include.mirrorflow.replication.incarnation import PartitionNow, find_reset, plan_reset
-from include.mirrorflow.replication.progress import StoredProgress
+from mirrorflow.replication.copy import is_retriable, kafka_words
+from mirrorflow.replication.incarnation import PartitionNow, find_reset, plan_reset
+from mirrorflow.replication.progress import StoredProgress
 
 
 def now(**changes: object) -> PartitionNow:
@@ -91,7 +91,7 @@ def test_kafka_errors_are_worded_by_name_and_classified() -> None:
 def test_start_up_requests_are_retried_while_kafka_calls_the_failure_transient() -> None:
     from confluent_kafka import KafkaException
 
-    from include.mirrorflow.replication.run import RunStartError, retrying
+    from mirrorflow.replication.run import RunStartError, retrying
 
     failures = [KafkaError(KafkaError.LEADER_NOT_AVAILABLE), KafkaError(KafkaError._TRANSPORT)]
 

@@ -1,4 +1,4 @@
-"""Tests for include.mirrorflow.javaregex: Java (MM2) regex -> Python re translation.
+"""Tests for mirrorflow.javaregex: Java (MM2) regex -> Python re translation.
 
 Each construct is checked twice: by what the translated pattern matches under
 full-match semantics (what MM2's ``Matcher.matches()`` does), and - for
@@ -13,7 +13,7 @@ import warnings
 
 import pytest
 
-from include.mirrorflow.javaregex import (
+from mirrorflow.javaregex import (
     JavaRegexError,
     compile_java,
     compile_pattern_list,

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from include.mirrorflow import lag_alerts, status
-from include.mirrorflow.alerts import AlertState
-from include.mirrorflow.config import ConfigError, parse_config
-from include.mirrorflow.lag_alerts import (
+from mirrorflow import lag_alerts, status
+from mirrorflow.alerts import AlertState
+from mirrorflow.config import ConfigError, parse_config
+from mirrorflow.lag_alerts import (
     alert_text,
     decide,
     lag_payload,
@@ -18,7 +18,7 @@ from include.mirrorflow.lag_alerts import (
     states_to_dict,
     thresholds,
 )
-from include.mirrorflow.status import FamilyStatus, FlowStatus, PartitionStatus
+from mirrorflow.status import FamilyStatus, FlowStatus, PartitionStatus
 
 BASE = "clusters = a, b\na.bootstrap.servers = x:1\nb.bootstrap.servers = y:1\na->b.enabled = true\n"
 FAMILIES = "a->b.mirrorflow.families = orders, bulk\nmirrorflow.family.orders.topics = orders.*\n"

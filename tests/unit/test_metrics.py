@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from include.mirrorflow.metrics import render
-from include.mirrorflow.status import ERROR, FamilyStatus, FlowStatus, PartitionStatus
+from mirrorflow.metrics import render
+from mirrorflow.status import ERROR, FamilyStatus, FlowStatus, PartitionStatus
 
 NOW_MS = 1_700_000_000_000
 

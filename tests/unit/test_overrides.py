@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from include.mirrorflow.clients import librdkafka_config
-from include.mirrorflow.config import ConfigError, load_config
-from include.mirrorflow.config import overrides as ov
-from include.mirrorflow.config.location import DEFAULT_CONFIG, REPO_ROOT, config_path
+from mirrorflow.clients import librdkafka_config
+from mirrorflow.config import ConfigError, load_config
+from mirrorflow.config import overrides as ov
+from mirrorflow.config.location import DEFAULT_CONFIG, REPO_ROOT, config_path
 
 
 def test_host_port_login_and_extra_become_cluster_settings() -> None:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from include.mirrorflow.config import ConfigError, parse_config
-from include.mirrorflow.policy import (
+from mirrorflow.config import ConfigError, parse_config
+from mirrorflow.policy import (
     DefaultReplicationPolicy,
     IdentityReplicationPolicy,
     PolicyError,

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from include.mirrorflow.processes import PidRecord, SessionProcess, is_live, proc_stat, session_members
+from mirrorflow.processes import PidRecord, SessionProcess, is_live, proc_stat, session_members
 
 # A leader that starts one child in a process group of its own (as Airflow's task supervisor does)
 # and one in its own group, then waits.

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from include.mirrorflow.config.properties import (
+from mirrorflow.config.properties import (
     PropertiesSyntaxError,
     lost_backslashes,
     parse_properties,

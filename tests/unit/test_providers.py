@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from include.mirrorflow.config import ConfigError, parse_config
+from mirrorflow.config import ConfigError, parse_config
 
 BASE = "clusters = a, b\na.bootstrap.servers = h1:9092\nb.bootstrap.servers = h2:9092\na->b.enabled = true\n"
 PROVIDERS = (

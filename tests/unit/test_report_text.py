@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from include.mirrorflow.replication.report_text import headline, report_lines
+from mirrorflow.replication.report_text import headline, report_lines
 
 
 def partition(topic: str, number: int, records: int, lag: int, status: str = "copied", **extra: Any) -> dict:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from include.mirrorflow.replication.history import LOSS_EVENTS_KEPT, RunRecord, parse_history, run_summary
+from mirrorflow.replication.history import LOSS_EVENTS_KEPT, RunRecord, parse_history, run_summary
 
 
 def part(topic: str, number: int, records: int, lag: int, lag_s: float | None, status: str = "copied") -> dict:

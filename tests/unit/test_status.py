@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from include.mirrorflow.status import (
+from mirrorflow.status import (
     BEHIND,
     CAUGHT_UP,
     ERROR,
@@ -15,7 +15,7 @@ from include.mirrorflow.status import (
     summarize_groups,
     worst_first,
 )
-from include.mirrorflow.topics import TopicPlan
+from mirrorflow.topics import TopicPlan
 
 PLAN = TopicPlan("orders", "primary.orders", 3)
 NOW_MS = 1_700_000_000_000

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 import pytest
 
-from include.mirrorflow.checkpoints.syncstore import OffsetSyncStore, Sync, SyncHistory
+from mirrorflow.checkpoints.syncstore import OffsetSyncStore, Sync, SyncHistory
 
 TOPIC = "topic1"
 PARTITION = 2

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from include.mirrorflow.checkpoints.translate import OffsetTranslator
-from include.mirrorflow.wire import CopiedRun, OffsetSync
+from mirrorflow.checkpoints.translate import OffsetTranslator
+from mirrorflow.wire import CopiedRun, OffsetSync
 
 
 def run_syncs(topic: str, start_u: int, start_d: int, end_u: int, prev_u: int = -1) -> list[OffsetSync]:

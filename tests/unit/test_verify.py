@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from include.mirrorflow.verify.compare import first_difference
-from include.mirrorflow.verify.mapping import Anchor, Span, plan_spans, runs_by_partition
-from include.mirrorflow.verify.plan import PartitionPlan, _plan_one
-from include.mirrorflow.verify.records import decode, differing_fields, encode, fields, new_digest
-from include.mirrorflow.verify.report import PartitionVerdict, VerifyReport, render_text
-from include.mirrorflow.wire import CopiedRun, OffsetSync
+from mirrorflow.verify.compare import first_difference
+from mirrorflow.verify.mapping import Anchor, Span, plan_spans, runs_by_partition
+from mirrorflow.verify.plan import PartitionPlan, _plan_one
+from mirrorflow.verify.records import decode, differing_fields, encode, fields, new_digest
+from mirrorflow.verify.report import PartitionVerdict, VerifyReport, render_text
+from mirrorflow.wire import CopiedRun, OffsetSync
 
 
 class Message:

@@ -11,7 +11,7 @@ from collections import Counter
 
 import pytest
 
-from include.mirrorflow.wire import (
+from mirrorflow.wire import (
     Checkpoint,
     CopiedRun,
     Heartbeat,

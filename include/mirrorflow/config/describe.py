@@ -2,7 +2,7 @@
 
 ``mirrorflow config show``, and later the DAG docs and the status page, all describe flows the same
 way; building the description once here keeps them consistent and keeps secrets out of every one
-of them (values go through :func:`include.mirrorflow.redact.redact_value`).
+of them (values go through :func:`mirrorflow.redact.redact_value`).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ nobody reads, so a demo user never sees one. This receiver gives the demo a chan
 (``tail -f .mirrorflow/demo/alerts.jsonl``) with the real delivery path: the heartbeats DAG's webhook POST.
 
 It is a standard-library ``http.server`` on 127.0.0.1 only, run as a background process in its own
-session like the demo's other processes (:class:`~include.mirrorflow.processes.SessionProcess`: a PID
+session like the demo's other processes (:class:`~mirrorflow.processes.SessionProcess`: a PID
 file, stopped through the recorded session only, never by name). ``POST`` any path: the JSON body is
 appended to the file as one line with ``received_at`` added (the request path is not kept: a webhook path
 often carries a token). ``GET /`` answers with the count, for the start-up check.
@@ -15,7 +15,7 @@ often carries a token). ``GET /`` answers with the count, for the start-up check
     ...
     sink.stop()
 
-Run by hand: ``python -m include.mirrorflow.demo.alert_sink --port 8099 --file /tmp/alerts.jsonl``.
+Run by hand: ``python -m mirrorflow.demo.alert_sink --port 8099 --file /tmp/alerts.jsonl``.
 """
 
 from __future__ import annotations
@@ -198,7 +198,7 @@ class AlertSink:
         cmd = [
             sys.executable,
             "-m",
-            "include.mirrorflow.demo.alert_sink",
+            "mirrorflow.demo.alert_sink",
             "--port",
             str(port),
             "--file",

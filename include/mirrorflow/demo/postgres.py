@@ -10,7 +10,7 @@ with no system package, no Docker and no download at run time.  Only the binarie
 pgserver's Python API: that API daemonises the server with pg_ctl (outside our recorded session), listens
 on a Unix socket only and stops the server when the Python process that asked for it exits, whereas the
 demo's server must outlive ``make demo`` and be stopped by ``make demo-stop`` through a recorded PID, like
-every other demo process (:class:`~include.mirrorflow.processes.SessionProcess`).
+every other demo process (:class:`~mirrorflow.processes.SessionProcess`).
 
 Files under ``root`` (the demo uses ``.mirrorflow/demo/postgres``): ``data/`` (the cluster, made once by
 initdb), ``postgres.log`` (the server's output, appended per start), ``pid`` (the record of the running

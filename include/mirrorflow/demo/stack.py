@@ -321,7 +321,7 @@ def _traffic_up(paths: DemoPaths, out: Out, started: StartedHere) -> None:
     if record is not None:
         out(f"demo traffic already running (pid {record.pid})")
         return
-    cmd = [sys.executable, "-m", "include.mirrorflow.cli", "demo", "traffic", "--bootstrap", bootstrap]
+    cmd = [sys.executable, "-m", "mirrorflow.cli", "demo", "traffic", "--bootstrap", bootstrap]
     pythonpath = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": pythonpath}
     record = process.start(cmd, env=env, cwd=REPO_ROOT, banner=f"=== mirrorflow demo traffic to {bootstrap}")

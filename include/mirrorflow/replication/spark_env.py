@@ -26,7 +26,7 @@ def prepend_path(entry: str, current: str | None) -> str:
 
 
 def spark_environment(environ: Mapping[str, str], *, keep_choices: bool) -> dict[str, str]:
-    """PATH (venv bin first), PYTHONPATH (repo first), the Spark Python and the Spark local IP.
+    """PATH (venv bin first), PYTHONPATH (the library's folder and the repo first), the Spark Python and local IP.
 
     With ``keep_choices`` a ``PYSPARK_PYTHON``/``PYSPARK_DRIVER_PYTHON``/``SPARK_LOCAL_IP`` already in
     ``environ`` wins (an operator pointing executors of a cluster at their own Python); without, this
@@ -35,7 +35,8 @@ def spark_environment(environ: Mapping[str, str], *, keep_choices: bool) -> dict
     kept = environ if keep_choices else {}
     return {
         "PATH": prepend_path(str(Path(sys.executable).parent), environ.get("PATH")),
-        "PYTHONPATH": prepend_path(str(REPO_ROOT), environ.get("PYTHONPATH")),
+        # include/ first: the executors import the library as `mirrorflow` (its code lives in include/mirrorflow)
+        "PYTHONPATH": prepend_path(str(REPO_ROOT / "include"), prepend_path(str(REPO_ROOT), environ.get("PYTHONPATH"))),
         "PYSPARK_PYTHON": kept.get("PYSPARK_PYTHON", sys.executable),
         "PYSPARK_DRIVER_PYTHON": kept.get("PYSPARK_DRIVER_PYTHON", sys.executable),
         "SPARK_LOCAL_IP": kept.get("SPARK_LOCAL_IP", "127.0.0.1"),
