@@ -264,7 +264,9 @@ def _heartbeats(args: argparse.Namespace) -> int:
 
 def _verify(args: argparse.Namespace) -> int:
     """Compare the source's committed records with their copies on the target (``verify``): exit 0 identical, 1 any
-    difference (listed), 2 could not verify (a cluster or the Spark Connect server unreachable, a chunk that failed).
+    difference (listed), 2 could not verify: a cluster or the Spark Connect server unreachable, a chunk that failed,
+    and also a configuration error or an unknown flow, family or topic. Unlike the other commands' 1 for those, a
+    script testing ``verify``'s exit code for 1 must mean "the copy differs", never "a typo in the command".
 
     Chunks run as Spark tasks on a Spark Connect server (as ``replicate``), or here with ``--in-process``.
     """
@@ -272,7 +274,7 @@ def _verify(args: argparse.Namespace) -> int:
 
     from .config import overrides
     from .replication.connect import ConnectServerUnreachable, SparkConnectExecutor
-    from .replication.entry import EXIT_CANNOT_RUN, EXIT_PROBLEM, RunError, check_flow_clusters, flow_of
+    from .replication.entry import EXIT_CANNOT_RUN, RunError, check_flow_clusters, flow_of
     from .replication.executor import LocalExecutor, UnitExecutor
     from .verify import VerifyReport, render_text, verify_flow
 
@@ -290,11 +292,11 @@ def _verify(args: argparse.Namespace) -> int:
         flow = flow_of(config, args.flow, args.family)
         check_flow_clusters(flow)  # both are read: name a dead one now, in one line
     except (ConfigError, overrides.OverrideError) as exc:
-        return failed(str(exc), EXIT_PROBLEM)
+        return failed(str(exc), EXIT_CANNOT_RUN)
     except ValueError as exc:
-        return failed(f"error: {exc}", EXIT_PROBLEM)
+        return failed(f"error: {exc}", EXIT_CANNOT_RUN)
     except RunError as exc:
-        return failed(exc.message, exc.code)
+        return failed(exc.message, EXIT_CANNOT_RUN)
     executor: UnitExecutor = (
         LocalExecutor() if args.in_process else SparkConnectExecutor(lambda: connect_url(args), f"{args.flow}/verify")
     )
@@ -310,7 +312,7 @@ def _verify(args: argparse.Namespace) -> int:
             chunk_records=args.chunk_records,
         )
     except (KeyError, ValueError) as exc:
-        return failed(f"error: {exc.args[0] if exc.args else exc}", EXIT_PROBLEM)
+        return failed(f"error: {exc.args[0] if exc.args else exc}", EXIT_CANNOT_RUN)
     except ConnectServerUnreachable as exc:
         return failed(f"error: {exc}", EXIT_CANNOT_RUN)
     finally:

@@ -309,7 +309,7 @@ def test_cli_exit_codes_report_and_unreachable_cluster(kafka_clusters: Any, tmp_
     assert part["differences"][0]["kind"] == "extra"
 
     bad = verify_cli(config_file, "--in-process", "--topics", "no-such-topic")
-    assert bad.returncode == 1 and "no such source topic" in bad.stderr
+    assert bad.returncode == 2 and "no such source topic" in bad.stderr  # 1 only ever means "the copy differs"
 
     dead = tmp_path / "dead.properties"
     dead.write_text(config_text(kafka_clusters, p).replace(kafka_clusters.primary, "127.0.0.1:1"))
