@@ -85,18 +85,13 @@ def test_verify_dag_passes_a_clean_copy_and_fails_and_alerts_on_a_stray_record(
     assert states(run) == {"check_clusters": "success", "verify": "success", "report": "success"}
     ti = run.get_task_instance("report")
     summary = ti.xcom_pull(task_ids="report")
-    assert summary.startswith("verify primary->backup: 30 record(s) in 2 partition(s) compared: identical"), summary
+    assert summary.startswith("verify primary->backup: ") and "compared: identical" in summary, summary
     report = ti.xcom_pull(task_ids="report", key="report")
-    assert (report["status"], report["records"], report["target_records"], report["differences"]) == (
-        "identical",
-        30,
-        30,
-        0,
-    )
-    assert {(p["topic"], p["partition"], p["status"]) for p in report["partitions"]} == {
-        (topic, 0, "identical"),
-        (topic, 1, "identical"),
-    }
+    assert (report["status"], report["differences"]) == ("identical", 0)
+    # Every topic of the flow, with no Params: the source's `heartbeats` too when other tests wrote some.
+    mine = [p for p in report["partitions"] if p["topic"] == topic]
+    assert {(p["partition"], p["status"]) for p in mine} == {(0, "identical"), (1, "identical")}
+    assert sum(p["source_records"] for p in mine) == 30 and sum(p["target_records"] for p in mine) == 30
     assert ti.xcom_pull(task_ids="report", key="differences") == "none"
     json.dumps(report)  # plain data
     assert received == []  # nothing to alert about
