@@ -562,6 +562,21 @@ def prepare_target(
     return report
 
 
+def only(
+    plans: list[TopicPlan], wanted: set[str] | None, flow: FlowConfig, family: str | None, purpose: str
+) -> list[TopicPlan]:
+    """The discovered plans restricted to ``wanted`` (None: all); ValueError naming any wanted topic not discovered,
+    so a typo in a topic list fails instead of silently doing nothing for it."""
+    if wanted is None:
+        return plans
+    unknown = sorted(wanted - {p.source_topic for p in plans})
+    if unknown:
+        raise ValueError(
+            f"{flow.name} family {family or '(all)'}: no such source topic to {purpose}: {', '.join(unknown)}"
+        )
+    return [p for p in plans if p.source_topic in wanted]
+
+
 def prepare_family(
     flow: FlowConfig,
     family: str | None,
@@ -575,13 +590,6 @@ def prepare_family(
     Returns the plans the target is ready for (topics with a preparation error are left out) and the
     report. The mirror DAG's prepare step and every replication run call this same function.
     """
-    plans = discover(flow, family, source_admin, timeout)
-    if only_topics is not None:
-        unknown = sorted(only_topics - {p.source_topic for p in plans})
-        if unknown:
-            raise ValueError(
-                f"{flow.name} family {family or '(all)'}: no such source topic to replicate: {', '.join(unknown)}"
-            )
-        plans = [p for p in plans if p.source_topic in only_topics]
+    plans = only(discover(flow, family, source_admin, timeout), only_topics, flow, family, "replicate")
     report = prepare_target(flow, plans, source_admin, target_admin, timeout)
     return [p for p in plans if p.source_topic not in report.errors], report

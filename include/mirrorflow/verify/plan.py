@@ -51,15 +51,7 @@ def source_topics(
     flow: FlowConfig, family: str | None, only: set[str] | None, timeout: float
 ) -> list[topics.TopicPlan]:
     """The family's source topics (MM2's filters, as a run discovers them), restricted to ``only``."""
-    plans = topics.discover(flow, family, clients.admin(flow, "source"), timeout)
-    if only is not None:
-        unknown = sorted(only - {p.source_topic for p in plans})
-        if unknown:
-            raise ValueError(
-                f"{flow.name} family {family or '(all)'}: no such source topic to verify: {', '.join(unknown)}"
-            )
-        plans = [p for p in plans if p.source_topic in only]
-    return plans
+    return topics.only(topics.discover(flow, family, clients.admin(flow, "source"), timeout), only, flow, family, "verify")
 
 
 def list_offsets(
