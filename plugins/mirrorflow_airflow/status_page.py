@@ -85,22 +85,19 @@ def page_extras(flow: Any) -> dict[str, Any]:
             "failback": flow.dag_id("failback"),
             "verify": flow.dag_id("verify"),
         },
-        "lag_threshold_seconds": {f.name: lag_threshold(flow, f.name) for f in flow.families},
+        "lag_threshold_seconds": lag_thresholds(flow),
     }
 
 
-def lag_threshold(flow: Any, family: str) -> float:
-    """The lag (seconds) over which a partition is shown in red: the lag alert's threshold when one is set
-    (``mirrorflow.alerts.lag.max.seconds``), else the heartbeats' staleness budget
+def lag_thresholds(flow: Any) -> dict[str, float]:
+    """Per family, the lag (seconds) over which a partition is shown in red: the lag alert's threshold when one is
+    set (``mirrorflow.alerts.lag.max.seconds``), else the heartbeats' staleness budget
     (``mirrorflow.heartbeats.max.age``): a copy further behind than the heartbeats may be is worth a look."""
-    from mirrorflow import lag_alerts
+    from mirrorflow import heartbeats, lag_alerts
 
-    own = lag_alerts.thresholds(flow).get(family)
-    if own is not None:
-        return float(own)
-    from mirrorflow import heartbeats
-
-    return heartbeats.threshold_seconds(flow)
+    own = lag_alerts.thresholds(flow)
+    fallback = heartbeats.threshold_seconds(flow)
+    return {f.name: float(own.get(f.name, fallback)) for f in flow.families}
 
 
 CACHE = StatusCache()
