@@ -3,6 +3,9 @@
     spark-submit spark_apps/mirror_family.py --config mm2.properties --flow primary->backup \
         --family orders [--duration 10m] [--topics a,b] [--report report.json] [--debug]
 
+Run it with ``--py-files`` naming the ``mirrorflow`` package zip (``mirrorflow.replication.pyfiles``; the CLI
+and the Airflow operator do): a cluster's workers then need only a Python with confluent-kafka.
+
 Both clusters are checked (``mirrorflow.cluster.timeout``) before the SparkSession starts, so a dead cluster
 costs seconds, not a Spark start-up, and is named in one line. Exit code 0 when every partition copied
 cleanly, 1 for a problem to fix or failed partitions (the report says which and why), 2 when the run could
@@ -17,7 +20,10 @@ import logging
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: mirrorflow
+try:  # shipped with the job (--py-files, the CLI and the Airflow operator pass it) or installed
+    import mirrorflow  # noqa: F401
+except ImportError:  # spark-submit by hand from a checkout: the package's code lives in include/mirrorflow
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "include"))
 
 from mirrorflow.replication.entry import main
 

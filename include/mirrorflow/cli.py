@@ -338,7 +338,13 @@ def _parse_from_offsets(text: str | None) -> dict[tuple[str, int], int] | None:
 
 
 def spark_submit_command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
-    """The spark-submit call (and environment) that runs the mirror Spark app, as Airflow does."""
+    """The spark-submit call (and environment) that runs the mirror Spark app, as Airflow does.
+
+    The ``mirrorflow`` package goes with the job (``--py-files``, a zip cached by content hash), so a cluster's
+    workers need only a Python with confluent-kafka: ``PYSPARK_PYTHON`` names it when it is not this one."""
+    from .replication.pyfiles import package_zip
+    from .replication.spark_env import spark_environment
+
     repo = Path(__file__).resolve().parents[2]
     venv_bin = Path(sys.executable).parent
     spark_submit = venv_bin / "spark-submit"
@@ -348,6 +354,8 @@ def spark_submit_command(args: argparse.Namespace) -> tuple[list[str], dict[str,
         args.master,
         "--conf",
         "spark.ui.showConsoleProgress=false",
+        "--py-files",
+        str(package_zip()),
         str(repo / "spark_apps" / "mirror_family.py"),
         "--config",
         args.config,
@@ -359,13 +367,7 @@ def spark_submit_command(args: argparse.Namespace) -> tuple[list[str], dict[str,
             cmd += [f"--{option}", getattr(args, option)]
     if debug_requested(args):
         cmd.append("--debug")
-    env = {
-        **os.environ,
-        "PYSPARK_PYTHON": sys.executable,
-        "PYSPARK_DRIVER_PYTHON": sys.executable,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(repo), os.environ.get("PYTHONPATH")])),
-    }
-    env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    env = {**os.environ, **spark_environment(os.environ, keep_choices=True, master=args.master)}
     env.pop("SPARK_REMOTE", None)  # pyspark would make the app a Spark Connect client instead of a Spark driver
     return cmd, env
 

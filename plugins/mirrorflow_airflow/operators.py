@@ -45,6 +45,7 @@ from airflow.sdk.log import mask_secret
 
 from mirrorflow.config.location import REPO_ROOT
 from mirrorflow.config.model import parse_duration
+from mirrorflow.replication.pyfiles import package_zip
 from mirrorflow.replication.report_text import report_lines
 from mirrorflow.replication.spark_env import SUBMITTED_AT_ENV, spark_environment
 
@@ -75,6 +76,13 @@ def app_arguments(config: Path, flow: str, family: str, params: dict[str, Any], 
     if names:
         args += ["--topics", ",".join(names)]
     return args
+
+
+def with_package_zip(py_files: str | None) -> str:
+    """``--py-files``: the ``mirrorflow`` package zip first, then the DAG author's own files (a retry's earlier zip
+    is replaced, never repeated)."""
+    own = [p for p in (py_files or "").split(",") if p.strip() and not Path(p).name.startswith("mirrorflow-")]
+    return ",".join([str(package_zip()), *own])
 
 
 #: The level of a line of spark-submit's output: log4j's ``26/11/22 12:00:01 WARN SparkContext: ...`` and the
@@ -146,7 +154,7 @@ class MirrorFamilyOperator(SparkSubmitOperator):
             # Set after templating, so connection secrets never land in the rendered-fields view.
             self.env_vars = {
                 **(self.env_vars or {}),
-                **spark_environment(os.environ, keep_choices=True),
+                **spark_environment(os.environ, keep_choices=True, master=self._master()),
                 **hook.spark_environment(),
                 SUBMITTED_AT_ENV: repr(time.time()),  # the app reports spark-submit's own cost as "submit"
             }
@@ -155,6 +163,8 @@ class MirrorFamilyOperator(SparkSubmitOperator):
                 if self._engine() == "spark_connect":
                     self._run_on_spark_connect(hook)
                 else:
+                    # The package travels with the job: the cluster's workers need only confluent-kafka.
+                    self.py_files = with_package_zip(self.py_files)
                     super().execute(context)
             except Exception:
                 report = self._read_report(report_path)
@@ -181,6 +191,16 @@ class MirrorFamilyOperator(SparkSubmitOperator):
             return str(BaseHook.get_connection(self._conn_id).conn_type or "spark")
         except AirflowNotFoundException:
             return "spark"  # the Spark provider's own defaults for spark-submit
+
+    def _master(self) -> str | None:
+        """The ``spark`` connection's master (``local[*]``, ``spark://host:7077``, ``yarn``...), None if unknown."""
+        try:
+            conn = BaseHook.get_connection(self._conn_id)
+        except AirflowNotFoundException:
+            return None
+        if conn.conn_type == "spark_connect" or not conn.host:
+            return None
+        return f"{conn.host}:{conn.port}" if conn.port else str(conn.host)
 
     def _run_on_spark_connect(self, hook: MirrorflowHook) -> None:
         """The run, driven from this task, its units on the Spark Connect server; raises when it did not copy

@@ -6,8 +6,16 @@ which made a 30 s schedule impossible. A Spark Connect server pays them once; a 
 with confluent-kafka, exactly as the spark-submit app's tasks do (the very same :func:`copy_unit`).
 
 Shape of the job: ``range(n)`` in ``n`` partitions, so each unit is exactly one Spark task (the units of a
-wave never share a partition, so order is kept), mapped with ``mapInArrow`` to the pickled ``UnitResult``.
+wave never share a partition, so order is kept), mapped with ``mapInArrow`` to the pickled ``UnitResult``. A wave
+of more than ``copy.TASK_UNITS`` units (a family of many partitions) is spread over that many tasks, each copying
+its share a few units at a time (``copy.copy_units``), so a thousand partitions are not a thousand Spark tasks.
 The units travel inside the function's closure, never through a DataFrame column a UI could show.
+
+The ``mirrorflow`` package goes with the work: its zip (``pyfiles``) is added to the session as a Python artifact
+once, so the server's executors need only a Python with confluent-kafka, not this repository. The session id is
+derived from the flow family *and* the zip's content hash: a changed library gets a fresh session (and fresh
+Python workers, which would otherwise keep the old modules imported), an unchanged one finds its zip already
+there (a session setting records it: one cheap call instead of an upload per run).
 
 Each flow family uses its own stable Spark Connect session id, so the server keeps that session (and its
 Python workers, which keep their imports and connections) warm between runs, and a run can stop what a
@@ -26,7 +34,8 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 from urllib.parse import urlparse
 
-from .copy import copy_unit
+from .copy import copy_units, task_groups
+from .pyfiles import package_zip
 from .units import UnitResult, UnitSpec
 
 log = logging.getLogger("mirrorflow.replicate")
@@ -39,6 +48,9 @@ SESSION_NAMESPACE = uuid.UUID("6f2b7f0e-3a55-4c1e-9b1f-6d4f4a6c2e11")
 #: for minutes).
 ANSWER_TIMEOUT_S = 5.0
 
+
+#: Session setting naming the package zip already added to the session as a Python artifact.
+PACKAGE_CONF = "spark.mirrorflow.package"
 
 #: After interrupting a job, how long its Python tasks may still run: Spark kills a task's Python worker
 #: ``spark.python.task.killTimeout`` (2 s) after the interrupt.
@@ -90,17 +102,17 @@ def check_answers(url: str, timeout: float = ANSWER_TIMEOUT_S) -> None:
 
 
 def _copy_partition(payload: Sequence[bytes]) -> Any:
-    """The function each Spark task runs: copy the unit whose index arrives, return its pickled result."""
+    """The function each Spark task runs: copy the units whose indexes arrive, return their pickled results."""
 
-    def copy_units(batches: Iterator[Any]) -> Iterator[Any]:
+    def copy_batches(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
 
         for batch in batches:
             indexes = batch.column(0).to_pylist()
-            results = [pickle.dumps(copy_unit(pickle.loads(payload[i]))) for i in indexes]
+            results = [pickle.dumps(r) for r in copy_units([pickle.loads(payload[i]) for i in indexes])]
             yield pa.RecordBatch.from_pydict({"index": indexes, "result": results})
 
-    return copy_units
+    return copy_batches
 
 
 class SparkConnectExecutor:
@@ -143,7 +155,9 @@ class SparkConnectExecutor:
         if self._session is None:
             started = time.monotonic()
             check_answers(self.url)
-            self._session = self._connect(session_id_for(self.session_key))
+            package = package_zip()
+            version = package.stem.removeprefix("mirrorflow-")
+            self._session = self._connect(session_id_for(f"{self.session_key}@{version}"))
             try:
                 _ = self._session.version  # one cheap call: a session the server closed fails here
             except Exception as exc:  # only a closed session is handled here; anything else is re-raised
@@ -152,9 +166,19 @@ class SparkConnectExecutor:
                 log.info("Spark Connect session of %s was closed by the server; opening a new one", self.session_key)
                 self._session = self._connect(str(uuid.uuid4()))
             self._stop_leftover_jobs()
+            self._ship_package(package)
             self.engine_seconds += time.monotonic() - started
             log.info("Spark Connect %s: session ready in %.2f s", public_url(self.url), self.engine_seconds)
         return self._session
+
+    def _ship_package(self, package: Any) -> None:
+        """Add the package zip to the session unless the session already has it (``PACKAGE_CONF``)."""
+        if self._session.conf.get(PACKAGE_CONF, "") == package.name:
+            return
+        started = time.monotonic()
+        self._session.addArtifacts(str(package), pyfile=True)
+        self._session.conf.set(PACKAGE_CONF, package.name)
+        log.info("Spark Connect: added %s to the session in %.2f s", package.name, time.monotonic() - started)
 
     def _stop_leftover_jobs(self) -> None:
         """Interrupt jobs still running in this flow family's session: an earlier run's client died (a killed
@@ -177,7 +201,7 @@ class SparkConnectExecutor:
             return []
         session = self.session()
         payload = [pickle.dumps(unit) for unit in units]
-        frame = session.range(0, len(units), 1, len(units)).mapInArrow(
+        frame = session.range(0, len(units), 1, task_groups(len(units))).mapInArrow(
             _copy_partition(payload), "index long, result binary"
         )
         try:

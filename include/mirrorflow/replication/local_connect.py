@@ -6,8 +6,10 @@ master, :func:`local_master`) the first time and returns the running one after
 that; ``mirrorflow dev down`` stops it. It is recorded under ``$MIRRORFLOW_HOME/spark-connect`` (default
 ``<repo>/.mirrorflow``) and stopped by that record (its process session), never by name.
 
-The server's Python workers must import mirrorflow and confluent-kafka: it runs this installation's Python
-with the repository on ``PYTHONPATH`` (the settings :func:`spark_environment` also gives spark-submit).
+The server's Python workers need confluent-kafka; mirrorflow itself reaches them with each session (the
+package zip, ``connect.py``). With a local master they run this installation's Python; with a cluster master
+(``SPARK=standalone make demo``, the standalone-cluster tests) the caller's ``PYSPARK_PYTHON`` is kept, as
+spark-submit keeps it (:func:`spark_environment`).
 """
 
 from __future__ import annotations
@@ -114,11 +116,16 @@ def status(directory: Path | None = None) -> ServerStatus:
 
 
 def ensure_local_server(
-    timeout: float = START_TIMEOUT_S, *, directory: Path | None = None, progress: bool = True
+    timeout: float = START_TIMEOUT_S,
+    *,
+    directory: Path | None = None,
+    progress: bool = True,
+    master: str | None = None,
 ) -> str:
     """The ``sc://`` address of this machine's server, started now if it does not run (``LocalServerError``).
 
-    ``directory`` holds its record and log (default :func:`state_dir`; tests use their own).
+    ``directory`` holds its record and log (default :func:`state_dir`; tests use their own). ``master``: the
+    server's Spark master (default :func:`local_master`), e.g. a standalone cluster's ``spark://127.0.0.1:PORT``.
     """
     machine_wide = directory is None  # the machine's own server gets the stable port; tests' servers any free one
     directory = directory or state_dir()
@@ -133,8 +140,9 @@ def ensure_local_server(
                     file=sys.stderr,
                     flush=True,
                 )
-            env = {**os.environ, **spark_environment(os.environ, keep_choices=False)}
-            record = process.start(server_command(port), env=env, port=port, banner=f"--- start {time.ctime()}")
+            env = {**os.environ, **spark_environment(os.environ, keep_choices=master is not None)}
+            env["SPARK_LOCAL_IP"] = "127.0.0.1"  # the server binds loopback (server_command): so does its driver
+            record = process.start(server_command(port, master), env=env, port=port, banner=f"--- start {time.ctime()}")
         port = int(record.port or 0)
         deadline = time.monotonic() + timeout
         while not _answers(port):

@@ -1,8 +1,12 @@
-"""The environment spark-submit and Spark's Python workers need to run mirrorflow's Spark app.
+"""The environment spark-submit, its driver and Spark's Python workers get from mirrorflow.
 
-spark-submit is looked up on PATH and executors start ``python3`` unless ``PYSPARK_PYTHON`` says
-otherwise; both must be this installation's (confluent-kafka and the library live in its venv), and the
-repository root must be importable. The Airflow operator and the demo's Airflow build the same settings.
+The library does not rely on ``PYTHONPATH``: this machine imports the installed ``mirrorflow`` package, and the
+executors get it with the job (``pyfiles``: ``--py-files`` / Spark Connect artifacts), so a cluster's workers
+need only a Python with confluent-kafka.  Which Python that is, is Spark's own setting: ``PYSPARK_PYTHON`` (or
+``spark.pyspark.python``, which Spark itself puts above the variable) is kept when the caller has one, and is
+this installation's interpreter otherwise.  The driver runs here, so ``PYSPARK_DRIVER_PYTHON`` defaults to this
+interpreter too.  ``SPARK_LOCAL_IP`` is pinned to loopback only for local masters: a driver bound to loopback
+could not be reached by a cluster's executors.
 """
 
 from __future__ import annotations
@@ -11,8 +15,6 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-
-from ..config.location import REPO_ROOT
 
 SUBMITTED_AT_ENV = "MIRRORFLOW_SUBMITTED_AT"
 """Epoch seconds at which the launcher (the CLI, the Airflow operator) started spark-submit: the app reports
@@ -25,22 +27,29 @@ def prepend_path(entry: str, current: str | None) -> str:
     return os.pathsep.join([entry, *rest])
 
 
-def spark_environment(environ: Mapping[str, str], *, keep_choices: bool) -> dict[str, str]:
-    """PATH (venv bin first), PYTHONPATH (the library's folder and the repo first), the Spark Python and local IP.
+def is_local_master(master: str | None) -> bool:
+    """``local``, ``local[4]``, ``local[*,4]``...: driver and executors in one JVM on this machine."""
+    return master is None or master.strip().startswith("local")
+
+
+def spark_environment(environ: Mapping[str, str], *, keep_choices: bool, master: str | None = None) -> dict[str, str]:
+    """PATH (venv bin first, so ``spark-submit`` is this installation's), the Spark Pythons and the local IP.
 
     With ``keep_choices`` a ``PYSPARK_PYTHON``/``PYSPARK_DRIVER_PYTHON``/``SPARK_LOCAL_IP`` already in
-    ``environ`` wins (an operator pointing executors of a cluster at their own Python); without, this
-    process's Python and loopback are imposed (the local demo).
+    ``environ`` wins (the executors of a cluster run on their own Python); without, this process's Python and
+    loopback are imposed (the local Spark Connect server, the demo).  ``master``: a cluster master (not
+    ``local...``) gets no ``SPARK_LOCAL_IP`` unless ``environ`` has one.
     """
     kept = environ if keep_choices else {}
-    return {
+    env = {
         "PATH": prepend_path(str(Path(sys.executable).parent), environ.get("PATH")),
-        # include/ first: the executors import the library as `mirrorflow` (its code lives in include/mirrorflow)
-        "PYTHONPATH": prepend_path(str(REPO_ROOT / "include"), prepend_path(str(REPO_ROOT), environ.get("PYTHONPATH"))),
         "PYSPARK_PYTHON": kept.get("PYSPARK_PYTHON", sys.executable),
         "PYSPARK_DRIVER_PYTHON": kept.get("PYSPARK_DRIVER_PYTHON", sys.executable),
-        "SPARK_LOCAL_IP": kept.get("SPARK_LOCAL_IP", "127.0.0.1"),
     }
+    local_ip = kept.get("SPARK_LOCAL_IP", "127.0.0.1" if is_local_master(master) else None)
+    if local_ip:
+        env["SPARK_LOCAL_IP"] = local_ip
+    return env
 
 
-__all__ = ["prepend_path", "spark_environment"]
+__all__ = ["SUBMITTED_AT_ENV", "is_local_master", "prepend_path", "spark_environment"]
