@@ -18,6 +18,7 @@ from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from .config.model import FlowConfig, Role, Side
+from .kafka_calls import CountingAdmin, note
 
 log = logging.getLogger(__name__)
 
@@ -178,12 +179,17 @@ def client_properties(flow: FlowConfig, side: Side, role: Role, **overrides: Any
 
 
 def admin(flow: FlowConfig, side: Side, **overrides: Any) -> AdminClient:
-    return _build(AdminClient, client_properties(flow, side, "admin", **overrides), f"{flow.name} {side} admin client")
+    """An admin client whose calls a run counts (``kafka_calls``)."""
+    note("new admin")
+    built = _build(AdminClient, client_properties(flow, side, "admin", **overrides), f"{flow.name} {side} admin client")
+    return CountingAdmin(built)  # type: ignore[return-value]  # the same methods, counted
 
 
 def consumer(flow: FlowConfig, side: Side, **overrides: Any) -> Consumer:
+    note("new consumer")
     return _build(Consumer, client_properties(flow, side, "consumer", **overrides), f"{flow.name} {side} consumer")
 
 
 def producer(flow: FlowConfig, side: Side, **overrides: Any) -> Producer:
+    note("new producer")
     return _build(Producer, client_properties(flow, side, "producer", **overrides), f"{flow.name} {side} producer")

@@ -46,6 +46,7 @@ from confluent_kafka.admin import OffsetSpec
 
 from . import clients, preflight, topics
 from .config.model import FlowConfig, Side
+from .kafka_calls import note
 from .replication.progress import last_record_timestamp, progress_topic, read_stored_progress
 
 CAUGHT_UP = "caught up"
@@ -217,6 +218,7 @@ def fetch_timestamps(
     ]
     if not assignment:
         return result
+    note("new consumer")
     consumer = Consumer(
         {
             **consumer_config,

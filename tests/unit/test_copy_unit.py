@@ -113,6 +113,9 @@ class FakeProducer:
         self.max_size: int | None = None
         FakeProducer.made.append(self)
 
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> None:
+        """The metadata request a new producer makes first (connects it); nothing to learn here."""
+
     def init_transactions(self, _timeout: float) -> None:
         self.inits += 1
 
@@ -349,3 +352,17 @@ def test_a_failure_in_a_later_transaction_keeps_what_earlier_ones_committed(
     result = copy.copy_unit(unit(end=24, max_records=10))
     assert (result.status, result.records, result.position) == ("failed", 20, 20)
     assert "source offset 22" in (result.error or ""), result.error
+
+
+def test_units_of_a_process_run_in_threads_and_results_keep_their_order(fakes: dict[str, Any]) -> None:
+    specs = [unit(partition=p, transactional_id=f"t{p}") for p in range(20)]
+    results = copy.copy_units(specs, threads=4)
+    assert [(r.partition, r.status, r.records) for r in results] == [(p, "copied", 25) for p in range(20)]
+    assert len(FakeProducer.made) == 20  # one producer per unit (transactional.id), never shared by two units
+    assert len(copy._KEPT_PRODUCERS) == copy.KEEP_PRODUCERS  # kept ones bounded under threads too
+
+
+def test_a_large_wave_is_spread_over_a_bounded_number_of_tasks() -> None:
+    assert copy.task_groups(1) == 1
+    assert copy.task_groups(copy.TASK_UNITS) == copy.TASK_UNITS  # one unit per task, as before
+    assert copy.task_groups(1000) == copy.TASK_UNITS

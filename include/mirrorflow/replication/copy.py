@@ -35,11 +35,14 @@ they are transient (a broker restarting, a leader moving), so the run retries th
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import os
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -81,13 +84,25 @@ _CONSUME_WAIT_S = 0.1
 #: librdkafka settings of the copier's clients unless the flow's client configuration sets them.
 #: Producer: a longer linger lets batches fill (fewer, larger produce requests: less work for both ends); a
 #: copy is never waiting on a single record, since the consumer hands them over by the thousand.
+#: ``reconnect.backoff.ms``: librdkafka waits half of it (50 ms by default) between leaving the bootstrap
+#: connection and connecting to the broker the metadata named, so a new producer paid that before
+#: ``init_transactions`` could ask for its producer id: 55 ms per unit at 100 ms, 17 ms at 20 ms (measured on the
+#: embedded broker). A unit of a few records is mostly such waits. Reconnecting after a failure still backs off
+#: exponentially up to ``reconnect.backoff.max.ms``.
 #: Consumer: one partition per consumer, so a fetch may bring more of it than librdkafka's 1 MiB default.
-PRODUCER_DEFAULTS: dict[str, Any] = {"linger.ms": 20}
+PRODUCER_DEFAULTS: dict[str, Any] = {"linger.ms": 20, "reconnect.backoff.ms": 20}
 CONSUMER_DEFAULTS: dict[str, Any] = {"max.partition.fetch.bytes": 8 * 1024 * 1024}
 
 KEEP_PRODUCERS = 16
 """Idle record producers kept per process (least recently used dropped first): each holds connections and a
 few librdkafka threads."""
+
+UNIT_THREADS = 8
+"""Units one process copies at once (threads): see :func:`copy_units`."""
+
+TASK_UNITS = 64
+"""A wave of up to this many units runs as one Spark task per unit (each partition's copy in its own Python worker,
+as before); a larger wave is spread over this many tasks, each copying its share with ``UNIT_THREADS`` threads."""
 
 _FENCED = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
 
@@ -166,6 +181,28 @@ def copy_unit(spec: UnitSpec) -> UnitResult:
         unit.drop_producer()
     result.seconds = round(time.monotonic() - started, 3)
     return result
+
+
+def copy_units(specs: Sequence[UnitSpec], threads: int = UNIT_THREADS) -> list[UnitResult]:
+    """Copy several units in this process at once, in ``threads`` threads; results in the order of ``specs``.
+
+    Why: a unit with a few records to copy is all waiting, not work. ``init_transactions`` costs about 55 ms on a
+    quiet broker (0.5 s when librdkafka's retry timer fires first), the stored progress read and the commit a few
+    ms more, and librdkafka releases the GIL while it waits. One after the other, 1,000 partitions with a few new
+    records each took 401 s in one process (issue 11); overlapped, the waits are paid ``threads`` at a time. The
+    units of a wave never share a partition, so order within a partition is unaffected, and every unit keeps its
+    own consumer, producer and transaction, so the guarantees are those of one unit per process.
+    """
+    if len(specs) <= 1 or threads <= 1:
+        # In a context of their own, as in the pool's threads: a unit's clients are not the run's (kafka_calls).
+        return [contextvars.Context().run(copy_unit, spec) for spec in specs]
+    with ThreadPoolExecutor(min(threads, len(specs)), thread_name_prefix="mirrorflow-unit") as pool:
+        return list(pool.map(copy_unit, specs))
+
+
+def task_groups(count: int) -> int:
+    """How many Spark tasks a wave of ``count`` units runs as (see ``TASK_UNITS``)."""
+    return min(count, TASK_UNITS)
 
 
 def _is_fenced(error: object) -> bool:
@@ -290,7 +327,7 @@ class _UnitCopy:
         target), whose delivery callbacks point back at this unit, so it is destroyed now and does not go on
         reconnecting, and logging, in a long-lived process (tests, an Airflow worker) until message.timeout.ms."""
         producer, self.producer = self.producer, None
-        if producer is None or any(kept is producer for kept in _KEPT_PRODUCERS.values()):
+        if producer is None or _is_kept(producer):
             return
         with contextlib.suppress(KafkaException, RuntimeError):
             producer.purge()
@@ -329,10 +366,10 @@ class _UnitCopy:
         if self.exactly_once:
             config["transactional.id"] = spec.transactional_id
         key = _producer_key(config)
-        self.producer = _KEPT_PRODUCERS.pop(key, None) if self.reuse else None
+        self.producer = _take_kept_producer(key) if self.reuse else None
         self.reused = self.producer is not None
         if self.producer is None:
-            self.producer = Producer(config)
+            self.producer = _new_producer(config, spec.timeout_s)
             if self.exactly_once:
                 # Fences zombies and waits for their transactions to end; a kept producer did this when it was made.
                 self.producer.init_transactions(spec.timeout_s)
@@ -691,7 +728,8 @@ class _UnitCopy:
                 _produce_syncs(syncs_producer, spec.syncs_topic, syncs)
                 syncs_producer.flush(spec.timeout_s)
             except (KafkaException, BufferError):
-                _SYNCS_PRODUCERS.clear()  # a fresh producer next time; these syncs are lost, the copy is not
+                with _SHARED_LOCK:
+                    _SYNCS_PRODUCERS.clear()  # a fresh producer next time; these syncs are lost, the copy is not
                 syncs = []
         self._committed(position, runs, len(syncs) if spec.emit_syncs else 0)
         self.result.commit_seconds = round(self.result.commit_seconds + time.monotonic() - started, 3)
@@ -743,10 +781,22 @@ class _UnitCopy:
 
 
 _KEPT_PRODUCERS: OrderedDict[str, Producer] = OrderedDict()
+_SHARED_LOCK = threading.Lock()
+"""Guards the kept producers and the offset-syncs producers: units of one process may run in threads."""
 
 
 def _producer_key(config: dict[str, Any]) -> str:
     return repr(sorted(config.items()))
+
+
+def _take_kept_producer(key: str) -> Producer | None:
+    with _SHARED_LOCK:
+        return _KEPT_PRODUCERS.pop(key, None)
+
+
+def _is_kept(producer: Producer) -> bool:
+    with _SHARED_LOCK:
+        return any(kept is producer for kept in _KEPT_PRODUCERS.values())
 
 
 def _keep_producer(key: str, producer: Producer) -> None:
@@ -755,10 +805,13 @@ def _keep_producer(key: str, producer: Producer) -> None:
     Only producers with nothing in flight and no open transaction come here (a unit that ended normally); one
     that failed is dropped, whatever its state. Taken out again while a unit uses it, so no two units share one.
     """
-    _KEPT_PRODUCERS[key] = producer
-    _KEPT_PRODUCERS.move_to_end(key)
-    while len(_KEPT_PRODUCERS) > KEEP_PRODUCERS:
-        _, oldest = _KEPT_PRODUCERS.popitem(last=False)
+    dropped: list[Producer] = []
+    with _SHARED_LOCK:
+        _KEPT_PRODUCERS[key] = producer
+        _KEPT_PRODUCERS.move_to_end(key)
+        while len(_KEPT_PRODUCERS) > KEEP_PRODUCERS:
+            dropped.append(_KEPT_PRODUCERS.popitem(last=False)[1])
+    for oldest in dropped:
         oldest.flush(10)
 
 
@@ -774,9 +827,11 @@ def _syncs_producer(config: dict[str, Any]) -> Producer:
     Not for records: those go through the unit's own (transactional) producer.
     """
     key = repr(sorted(config.items()))
-    producer = _SYNCS_PRODUCERS.get(key)
-    if producer is None:
-        producer = _SYNCS_PRODUCERS[key] = Producer({**config, "enable.idempotence": True, "acks": "all"})
+    with _SHARED_LOCK:
+        producer = _SYNCS_PRODUCERS.get(key)
+        if producer is None:
+            producer = Producer({**PRODUCER_DEFAULTS, **config, "enable.idempotence": True, "acks": "all"})
+            _SYNCS_PRODUCERS[key] = producer
     return producer
 
 
@@ -784,12 +839,29 @@ def close_shared_producers(timeout: float = 10.0) -> None:
     """Flush and drop the producers kept across units (offset syncs, and the idle record producers), so a
     long-lived process (tests, an in-process run inside an Airflow worker) does not keep connections to
     clusters it no longer uses."""
-    for producer in _SYNCS_PRODUCERS.values():
+    with _SHARED_LOCK:
+        producers = [*_SYNCS_PRODUCERS.values(), *_KEPT_PRODUCERS.values()]
+        _SYNCS_PRODUCERS.clear()
+        _KEPT_PRODUCERS.clear()
+    for producer in producers:
         producer.flush(timeout)
-    _SYNCS_PRODUCERS.clear()
-    while _KEPT_PRODUCERS:
-        _, producer = _KEPT_PRODUCERS.popitem(last=False)
-        producer.flush(timeout)
+
+
+def _new_producer(config: dict[str, Any], timeout: float) -> Producer:
+    """A producer already connected to its cluster's broker, so ``init_transactions`` gets a producer id at once.
+
+    A producer made a moment ago is still moving from its bootstrap connection to the broker the metadata named.
+    ``init_transactions`` called then finds "no brokers available" and, depending on which comes first, retries
+    when that broker is up (~17 ms) or only when librdkafka's 500 ms coordinator timer fires: measured on the
+    embedded broker, 1 time in 8 one after the other and 1 in 4 with 8 at once. A metadata request for the whole
+    cluster returns only once that connection is up. With it, 80 producers made 8 at once took 0.45-0.48 s in all
+    (slowest 41 ms) against 1.4-2.0 s without; a request for one topic returns before the broker is up and did
+    not help. On a cluster of many topics the request costs more, but a producer is made once per unit and kept
+    between units of the same process (``KEEP_PRODUCERS``).
+    """
+    producer = Producer(config)
+    producer.list_topics(timeout=timeout)
+    return producer
 
 
 def _produce_syncs(producer: Producer, topic: str, syncs: list[OffsetSync]) -> None:

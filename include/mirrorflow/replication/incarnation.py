@@ -24,6 +24,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicCollection, TopicPartition
 
+from ..kafka_calls import note
 from .progress import StoredProgress, fingerprint
 from .units import Reset, ResetEvent
 
@@ -61,6 +62,7 @@ def fingerprints_now(
     found: dict[tuple[str, int], str | None] = {}
     if not wanted:
         return found
+    note("new consumer")
     consumer = Consumer(
         {
             **consumer_config,

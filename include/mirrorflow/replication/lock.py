@@ -56,6 +56,8 @@ from typing import Any, Self, TypeVar
 from confluent_kafka import TIMESTAMP_CREATE_TIME, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from ..kafka_calls import CountingAdmin, note
+
 log = logging.getLogger(__name__)
 
 LOCK_TOPIC = "mirrorflow-locks.internal"  # ".internal": never replicated (MM2's isInternalTopic)
@@ -357,6 +359,7 @@ class FamilyLock:
 
     def _read(self, from_timestamp: int, up_to: int, deadline: float) -> list[tuple[bytes | None, bytes | None, int]]:
         """(key, value, timestamp) from the first record at or after ``from_timestamp`` up to offset ``up_to``."""
+        note("new consumer")
         consumer = Consumer(
             {
                 **self.connection,
@@ -412,8 +415,10 @@ class FamilyLock:
     def __enter__(self) -> Self:
         started = time.monotonic()
         deadline = started + self.wait_s
-        admin = AdminClient({**self.connection, "error_cb": self._note})
+        admin = CountingAdmin(AdminClient({**self.connection, "error_cb": self._note}))
         self._producer = Producer(self._producer_config())
+        note("new admin")
+        note("new producer")
         try:
             self._retrying("create", lambda: self._ensure_topic(admin, deadline), deadline)
             others = self._retrying("claim", lambda: self._claim(deadline), deadline)

@@ -17,6 +17,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from ..kafka_calls import note
 from ..wire import decode_source_offset_key, decode_source_offset_value, java_partition, source_offset_key
 
 _ABSENT = (KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC, KafkaError.UNKNOWN_TOPIC_OR_PART)
@@ -37,6 +38,7 @@ def read_messages(
     consumer_config: dict[str, Any], topic: str, partitions: Iterable[int], timeout: float
 ) -> Iterable[Any]:
     """Every message of the given partitions, from the beginning to the last stable offset."""
+    note("new consumer")
     consumer = Consumer(
         {
             **consumer_config,
@@ -167,6 +169,7 @@ def read_stored_progress(
     """Stored progress per (topic, partition) of ``source_alias``; later records win, tombstones clear."""
     result: dict[tuple[str, int], StoredProgress] = {}
     if partitions is None:
+        note("new consumer")
         probe = Consumer({**consumer_config, "enable.auto.commit": False, "allow.auto.create.topics": False})
         try:
             meta = probe.list_topics(topic=topic, timeout=timeout).topics.get(topic)
@@ -207,6 +210,7 @@ def read_tail(
 
     For the newest state in a compacted internal topic (heartbeats, checkpoints) without reading all of it.
     """
+    note("new consumer")
     consumer = Consumer({**consumer_config, "enable.auto.commit": False, "enable.partition.eof": True})
     try:
         try:

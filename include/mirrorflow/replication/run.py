@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
-from .. import clients, topics
+from .. import clients, kafka_calls, topics
 from ..alerts import WEBHOOK_KEY, send_run_events
 from ..config.model import FlowConfig, MirrorConfig, parse_duration
 from ..internal_topics import InternalTopic, ensure_internal_topic
@@ -79,6 +79,8 @@ class RunReport:
     warnings: list[str] = field(default_factory=list)  # worth fixing, not failing the run (internal topics)
     # Seconds per phase, in order (see PHASES): where a run's time goes, in every report and log.
     phases: dict[str, float] = field(default_factory=dict)
+    # Kafka calls of the run's driver (admin requests, clients made; kafka_calls.summary): units not included.
+    kafka_calls: dict[str, Any] = field(default_factory=dict)
 
     def add_phase(self, name: str, seconds: float) -> None:
         self.phases[name] = round(self.phases.get(name, 0.0) + seconds, 3)
@@ -583,7 +585,24 @@ def replicate(
 
     The run holds the family's lock (see ``lock.py``); pass ``lock`` to reuse one already held.
     ``require_enabled=False`` copies along a flow the file does not enable (a failback's reverse pair).
+    The report counts the Kafka calls the run made outside its units (``kafka_calls``).
     """
+    with kafka_calls.counting() as calls:
+        report = _replicate(config, flow_name, family, executor, only_topics, timeout, lock, require_enabled)
+    report.kafka_calls = kafka_calls.summary(calls)
+    return report
+
+
+def _replicate(
+    config: MirrorConfig,
+    flow_name: str,
+    family: str | None,
+    executor: UnitExecutor,
+    only_topics: set[str] | None,
+    timeout: float,
+    lock: FamilyLock | None,
+    require_enabled: bool,
+) -> RunReport:
     flow = _enabled_flow(config, flow_name, family, require_enabled)
     report = RunReport(flow.name, family, flow.delivery, datetime.now(UTC).isoformat(timespec="seconds"))
     started, started_ms = time.monotonic(), int(time.time() * 1000)
@@ -711,6 +730,7 @@ def _merge(total: RunReport, batch: RunReport) -> RunReport:
     total.warnings += [w for w in batch.warnings if w not in total.warnings]
     for name, seconds in batch.phases.items():
         total.add_phase(name, seconds)
+    total.kafka_calls = kafka_calls.merged(total.kafka_calls, batch.kafka_calls)
     total.errors += batch.errors
     total.batches += 1
     total.seconds = round(total.seconds + batch.seconds, 3)
