@@ -234,6 +234,7 @@ def test_a_worker_killed_mid_copy_loses_and_duplicates_nothing(
     reader.join(timeout=10)
     text = "".join(output)
     assert killed is not None, f"the copy was over before a worker could be killed:\n{text[-3000:]}"
+    print(f"worker 0 (pid {killed}) killed mid-copy; the first run exited {code}:\n{text[-2500:]}")
     if code != 0:  # failing is allowed, but clearly: a report naming why, and the run's own exit code
         report = json.loads(first_report.read_text())
         assert code in (1, 2) and (report.get("errors") or any(p.get("error") for p in report["partitions"]))
