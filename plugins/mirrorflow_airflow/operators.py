@@ -64,9 +64,12 @@ def report_failures(report: dict[str, Any]) -> list[str]:
     ]
 
 
-def app_arguments(config: Path, flow: str, family: str, params: dict[str, Any], report: Path) -> list[str]:
-    """Arguments of the Spark app for one run; raises ValueError naming a bad Param."""
-    args = ["--config", str(config), "--flow", flow, "--family", family, "--report", str(report)]
+def app_arguments(config: Path, flow: str, family: str, params: dict[str, Any], report: Path | None) -> list[str]:
+    """Arguments of the Spark app for one run (no ``--report`` without ``report``: a driver on the cluster could not
+    write where the task reads); raises ValueError naming a bad Param."""
+    args = ["--config", str(config), "--flow", flow, "--family", family]
+    if report is not None:
+        args += ["--report", str(report)]
     duration = str(params.get("duration") or "").strip()
     if duration:
         parse_duration(duration)  # a clear error before Spark starts
@@ -146,6 +149,8 @@ class MirrorFamilyOperator(SparkSubmitOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         hook = MirrorflowHook(self.config)
+        if self._engine() != "spark_connect" and self._deploy_mode_name() == "cluster":
+            return self._run_in_cluster_mode(context, hook)
         with tempfile.TemporaryDirectory(prefix="mirrorflow-report-") as tmp:
             report_path = Path(tmp) / "report.json"
             self.application_args = app_arguments(
@@ -176,6 +181,49 @@ class MirrorFamilyOperator(SparkSubmitOperator):
             report = self._read_report(report_path)
         if report is None:
             raise RuntimeError(f"the Spark app finished without writing its run report ({report_path})")
+        return report
+
+    def _deploy_mode_name(self) -> str:
+        """``client`` or ``cluster``: the operator's ``deploy_mode``, else the connection's ``deploy-mode`` extra."""
+        if self._deploy_mode:
+            return str(self._deploy_mode)
+        try:
+            return str(BaseHook.get_connection(self._conn_id).extra_dejson.get("deploy-mode") or "client")
+        except AirflowNotFoundException:
+            return "client"
+
+    def _run_in_cluster_mode(self, context: Any, hook: MirrorflowHook) -> dict[str, Any]:
+        """spark-submit with the driver on the cluster (YARN, Kubernetes; Spark refuses it for Python apps on a
+        standalone master): the configuration file goes with ``--files``, and the report comes back from the run's
+        release record on the target's lock topic (``remote_report``), since the driver's files stay on the cluster.
+        """
+        from mirrorflow import clients
+        from mirrorflow.replication.remote_report import released_report
+
+        own_files = [f for f in (self.files or "").split(",") if f.strip() and f != str(hook.config_file)]
+        self.files = ",".join([str(hook.config_file), *own_files])  # in the driver's working directory
+        self.application_args = app_arguments(
+            Path(hook.config_file.name), self.flow, self.family, dict(context["params"]), None
+        )
+        self.env_vars = {**(self.env_vars or {}), **hook.spark_environment(), SUBMITTED_AT_ENV: repr(time.time())}
+        self.py_files = with_package_zip(self.py_files)
+        self._hook = None
+        since_ms = int(time.time() * 1000)
+        failure: Exception | None = None
+        try:
+            super().execute(context)
+        except Exception as exc:  # noqa: BLE001 - the summary may still say why (failed partitions)
+            failure = exc
+        flow = hook.flow(self.flow)
+        report = released_report(flow, self.family, since_ms, clients.client_properties(flow, "target", "consumer"))
+        if report is None:
+            raise AirflowException(
+                f"the run left no summary in mirrorflow-locks.internal on {self.flow.split('->')[-1]} (it did not "
+                "take its lock: a cluster unreachable, a bad configuration); the driver's log on the cluster says why"
+            ) from failure
+        self._log_report(report)
+        if failure is not None or not report["ok"]:
+            raise AirflowException("; ".join(report_failures(report)) or str(failure)) from None
         return report
 
     def _get_hook(self) -> SparkSubmitHook:

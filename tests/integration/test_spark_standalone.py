@@ -253,3 +253,31 @@ def test_a_worker_killed_mid_copy_loses_and_duplicates_nothing(
     target = read_all(kafka_clusters.backup, f"primary.{topic}", timeout=120)  # read_committed
     assert len(target) == len(source) == partitions * per_partition  # no duplicate, no gap
     assert [(r.partition, r.key, r.value) for r in target] == [(r.partition, r.key, r.value) for r in source]
+
+
+def test_cluster_deploy_mode_report_comes_back_from_the_lock_topic(kafka_clusters: Any, tmp_path: Path) -> None:
+    """In cluster deploy mode the driver's report file stays on the cluster; the run's release record on the
+    target's lock topic carries its summary, which the Airflow task reads back (``remote_report``). Spark refuses
+    cluster deploy mode for Python apps on a standalone master, so the run here is the CLI's, in process."""
+    from mirrorflow import clients
+    from mirrorflow.config import load_config
+    from mirrorflow.replication.remote_report import released_report
+
+    prefix = f"sr{uuid.uuid4().hex[:6]}"
+    config_file = write_config(tmp_path / "mm2.properties", kafka_clusters, prefix)
+    topic = create_topic(kafka_clusters.primary, f"{prefix}.events", partitions=2)
+    produce(kafka_clusters.primary, topic, [{"value": b"v%d" % i, "partition": i % 2} for i in range(30)])
+    flow = load_config(config_file).flow("primary", "backup")
+    consumer = clients.client_properties(flow, "target", "consumer")
+    since_ms = int(time.time() * 1000)
+    assert released_report(flow, "main", since_ms, consumer) is None  # no run since: no report, never an old one
+
+    cli = str(Path(sys.executable).parent / "mirrorflow")
+    args = [cli, "replicate", "--config", str(config_file), "--flow", "primary->backup", "--family", "main"]
+    done = subprocess.run([*args, "--in-process"], check=False, capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    report = released_report(flow, "main", since_ms, consumer)
+    assert report is not None
+    assert (report["ok"], report["records"], report["lag"], report["partitions"]) == (True, 30, 0, [])
+    assert report["report_source"] == "mirrorflow-locks.internal"
