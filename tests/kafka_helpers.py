@@ -95,6 +95,16 @@ def unique_topic_name(label: str) -> str:
     return f"t-{slug}-{uuid.uuid4().hex[:8]}"
 
 
+def unique_alias(label: str) -> str:
+    """``<label><uuid8>``: a cluster alias of a test's own (letters and digits, as MM2's topic names need).
+
+    Why: a flow's internal topics and Airflow names derive from its aliases (``mm2-offsets.<src>.internal``,
+    ``<src>.heartbeats``, ``heartbeats__<src>__<tgt>``, its failover state), so on clusters shared with
+    other tests and earlier runs, only aliases of its own keep what a test reads to what it wrote.
+    """
+    return f"{label}{uuid.uuid4().hex[:8]}"
+
+
 def _normalize(record: Any) -> dict[str, Any]:
     """Accept a dict, a tuple (key, value, headers, partition, timestamp), or a bare value."""
     if isinstance(record, Mapping):

@@ -65,8 +65,9 @@ def group_gone(pgid: int) -> bool:
 
 def test_session_clusters_are_independent_and_round_trip_records(kafka_clusters, topic_factory) -> None:
     assert kafka_clusters.primary != kafka_clusters.backup
-    assert {s.alias for s in kafka_clusters.specs} == {"primary", "backup"}
-    assert {s.port for s in kafka_clusters.specs}.isdisjoint({19092, 29092})
+    if not kafka_clusters.external:  # embedded: our own brokers, never the demo's ports
+        assert {s.alias for s in kafka_clusters.specs} == {"primary", "backup"}
+        assert {s.port for s in kafka_clusters.specs}.isdisjoint({19092, 29092})
 
     topic = topic_factory(kafka_clusters.primary, partitions=2)
     assert topic.startswith("t-test-session-clusters")
@@ -131,7 +132,7 @@ def test_read_all_stops_at_last_stable_offset(kafka_clusters, topic_factory) -> 
 
 
 def test_wait_for_kafka(kafka_clusters) -> None:
-    wait_for_kafka(kafka_clusters.primary, timeout=5)
+    wait_for_kafka(kafka_clusters.primary.split(",")[0], timeout=5)  # one broker: it probes HOST:PORT
     t0 = time.monotonic()
     with pytest.raises(DevClusterError, match="did not answer"):
         wait_for_kafka(f"127.0.0.1:{free_port()}", timeout=1)
@@ -139,10 +140,11 @@ def test_wait_for_kafka(kafka_clusters) -> None:
 
 
 # --------------------------------------------------------------------------
-# DevClusters lifecycle
+# DevClusters lifecycle: the embedded brokers themselves (skipped on MIRRORFLOW_TEST_CLUSTERS)
 # --------------------------------------------------------------------------
 
 
+@pytest.mark.embedded_brokers
 def test_lifecycle_up_twice_down_and_data_persists(tmp_path: Path) -> None:
     ports = distinct_free_ports(2)
     specs = (ClusterSpec("primary", ports[0]), ClusterSpec("backup", ports[1]))
@@ -197,6 +199,7 @@ def test_lifecycle_up_twice_down_and_data_persists(tmp_path: Path) -> None:
     assert processes_mentioning(str(tmp_path / "state")) == []
 
 
+@pytest.mark.embedded_brokers
 def test_port_taken_is_reported_and_nothing_starts(tmp_path: Path) -> None:
     free, taken = distinct_free_ports(2)
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as blocker:
@@ -214,6 +217,7 @@ def test_port_taken_is_reported_and_nothing_starts(tmp_path: Path) -> None:
     assert all(not s.running for s in dc.status())
 
 
+@pytest.mark.embedded_brokers
 def test_missing_binary_gives_install_hint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     empty = tmp_path / "empty-bin"
     empty.mkdir()
@@ -229,6 +233,7 @@ def test_missing_binary_gives_install_hint(tmp_path: Path, monkeypatch: pytest.M
     assert not (tmp_path / "state" / "primary" / "pid").exists()
 
 
+@pytest.mark.embedded_brokers
 def test_broker_dying_at_startup_reports_log_tail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake = tmp_path / "noida-db"
     fake.write_text("#!/bin/sh\necho 'error: something specific went wrong' >&2\nexit 3\n")
@@ -241,6 +246,7 @@ def test_broker_dying_at_startup_reports_log_tail(tmp_path: Path, monkeypatch: p
     assert not (tmp_path / "state" / "primary" / "pid").exists()
 
 
+@pytest.mark.embedded_brokers
 def test_recycled_pid_is_never_signalled(tmp_path: Path) -> None:
     """A PID file whose process was replaced (different start time) is stale, not ours."""
     stranger = subprocess.Popen(["sleep", "30"], start_new_session=True)

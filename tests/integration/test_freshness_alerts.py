@@ -1,7 +1,7 @@
 """Stale-heartbeat detection and alerting, end to end: a real outage of the source, a real webhook.
 
 Its own pair of clusters (as ``test_heartbeats.py``, and for the same reason), of which the primary is
-stopped mid-test; the demo's alert sink (a real background process) is the webhook, so the test counts
+stopped mid-test (so that test is ``stops_brokers``: skipped on ``MIRRORFLOW_TEST_CLUSTERS``); the demo's alert sink (a real background process) is the webhook, so the test counts
 what actually arrived. The timing is measured on the trigger the deferrable sensor defers to (the code that
 runs in the triggerer), started while the heartbeat is still fresh; the alert state machine then runs
 twice through the heartbeats DAG (``dag.test``, which runs the deferred trigger in-process) while the
@@ -24,12 +24,14 @@ import pytest
 
 from mirrorflow.config import load_config
 from mirrorflow.demo.alert_sink import AlertSink
-from mirrorflow.devcluster import ClusterSpec, DevClusters
-from mirrorflow.heartbeats import check_freshness, emit_heartbeat
+from mirrorflow.devcluster import DevClusters
+from mirrorflow.heartbeats import check_freshness, emit_heartbeat, replicated_heartbeats_topic
 from mirrorflow.replication.executor import LocalExecutor
 from mirrorflow.replication.run import family_lock, replicate
-from tests.conftest import distinct_free_ports
-from tests.integration.test_heartbeats import pair_config_text
+from mirrorflow.wire import Heartbeat
+from tests.conftest import own_clusters
+from tests.integration.test_heartbeats import Pair, new_pair, pair_config_text
+from tests.kafka_helpers import create_topic, produce
 
 pytestmark = pytest.mark.integration
 
@@ -37,20 +39,15 @@ THRESHOLD_S = 5.0
 POLL_S = 1.0
 #: One freshness read on the target (a consumer assign + poll) on top of the poll interval.
 READ_SLACK_S = 1.5
-FLOW = "primary->backup"
 STATE_KEY = "mirrorflow_alert_state__primary__backup"
 FAILOVER_DAG = "failover__primary__backup"
 
 
 @pytest.fixture
-def clusters(tmp_path: Path) -> Iterator[DevClusters]:
-    ports = distinct_free_ports(2)
-    manager = DevClusters(tmp_path / "clusters", (ClusterSpec("primary", ports[0]), ClusterSpec("backup", ports[1])))
-    manager.up(timeout=60)
-    try:
-        yield manager
-    finally:
-        manager.down(timeout=30)
+def clusters(tmp_path: Path) -> Iterator[Pair]:
+    """The test's clusters and aliases: ``names()`` turns the constants above into the flow's own."""
+    with own_clusters(tmp_path / "clusters") as pair:
+        yield new_pair(pair)
 
 
 @pytest.fixture
@@ -64,32 +61,31 @@ def sink(tmp_path: Path) -> Iterator[AlertSink]:
         receiver.stop()
 
 
-def _clear_alert_state() -> None:
+def _clear_alert_state(clusters: Pair) -> None:
     """The session's metadata DB is shared: another test's heartbeats DAG may have left a state behind."""
     from airflow.models.variable import Variable
 
-    Variable.delete(STATE_KEY)
+    Variable.delete(clusters.names(STATE_KEY))
 
 
-def _failover_dag_is_deployed() -> bool:
+def _failover_dag_is_deployed(clusters: Pair) -> bool:
     """Whether ``dags/`` (synced to the DB by every dag.test) defines the failover DAG of the flow."""
     from airflow.models.dag import DagModel
 
-    model = DagModel.get_current(FAILOVER_DAG)
+    model = DagModel.get_current(clusters.names(FAILOVER_DAG))
     return model is not None and not model.is_stale and not model.has_import_errors
 
 
-def _write_config(tmp_path: Path, clusters: DevClusters, extra: str = "") -> Path:
+def _write_config(tmp_path: Path, clusters: Pair, extra: str = "") -> Path:
     config_file = tmp_path / "mm2.properties"
     config_file.write_text(
-        pair_config_text(clusters)
-        + "mirrorflow.heartbeats.max.age = 5s\nmirrorflow.heartbeats.poll.interval = 1s\n"
+        pair_config_text(clusters) + "mirrorflow.heartbeats.max.age = 5s\nmirrorflow.heartbeats.poll.interval = 1s\n"
         # 6 s schedule: each run's sensor watches 5 s, so a fresh verdict does not take 50 s
         "mirrorflow.heartbeats.schedule = 6s\n"
         "mirrorflow.heartbeats.policy = auto-failover\n"
         # The tests write the primary's heartbeats themselves, to know exactly when the last one was emitted;
         # the DAG's reverse emit would only add a 10 s timeout per run while the primary is down.
-        "backup->primary.emit.heartbeats.enabled = false\n" + extra
+         + clusters.names("backup->primary.emit.heartbeats.enabled = false\n") + extra
     )
     return config_file
 
@@ -101,8 +97,9 @@ def _first_event(trigger: Any) -> Any:
     return asyncio.run(first())
 
 
+@pytest.mark.stops_brokers
 def test_a_stopped_source_alerts_once_within_threshold_plus_one_poll_and_recovers_once(
-    clusters: DevClusters,
+    clusters: Pair,
     sink: AlertSink,
     airflow_db: None,
     tmp_path: Path,
@@ -118,17 +115,20 @@ def test_a_stopped_source_alerts_once_within_threshold_plus_one_poll_and_recover
     endpoint = sink.endpoint()
     assert endpoint is not None
     url = endpoint.url
-    primary_spec = clusters.specs[0]
+    assert clusters.clusters.specs is not None and clusters.clusters.state_dir is not None  # embedded: stoppable
+    primary_spec = clusters.clusters.specs[0]
     config_file = _write_config(tmp_path, clusters, f"mirrorflow.alerts.webhook.url = {url}\n")
     monkeypatch.setenv("MIRRORFLOW_CONFIG", str(config_file))
-    _clear_alert_state()
+    _clear_alert_state(clusters)
     config = load_config(config_file)
-    into_primary, forward = config.flow("backup", "primary"), config.flow("primary", "backup")
+    into_primary = config.flow(clusters.target, clusters.source)
+    forward = config.flow(clusters.source, clusters.target)
+    flow = clusters.flow
 
     def beat_and_replicate() -> int:
         """A heartbeat into the primary's ``heartbeats``, carried to ``primary.heartbeats`` on the backup."""
         emitted = emit_heartbeat(into_primary).heartbeat.timestamp_ms
-        assert replicate(config, FLOW, None, LocalExecutor()).ok
+        assert replicate(config, flow, None, LocalExecutor()).ok
         return emitted
 
     emitted_ms = beat_and_replicate()
@@ -137,7 +137,7 @@ def test_a_stopped_source_alerts_once_within_threshold_plus_one_poll_and_recover
     # -- 1. how soon staleness is reported: the deferrable sensor's trigger watches while the primary stops
     trigger = HeartbeatFreshnessTrigger(
         config_file=str(config_file),
-        flow=FLOW,
+        flow=flow,
         threshold_s=THRESHOLD_S,
         poll_s=POLL_S,
         watch_until=time.time() + 30,
@@ -146,7 +146,7 @@ def test_a_stopped_source_alerts_once_within_threshold_plus_one_poll_and_recover
     watching_from_ms = int(time.time() * 1000)
     watcher = threading.Thread(target=lambda: events.append(_first_event(trigger)), daemon=True)
     watcher.start()
-    primary_only = DevClusters(clusters.state_dir, (primary_spec,))  # same state dir: stops only the primary
+    primary_only = DevClusters(clusters.clusters.state_dir, (primary_spec,))  # same state dir: stops only the primary
     primary_only.down(timeout=30)
     watcher.join(timeout=30)
     assert watching_from_ms - emitted_ms < THRESHOLD_S * 1000  # watching began while still fresh
@@ -157,11 +157,11 @@ def test_a_stopped_source_alerts_once_within_threshold_plus_one_poll_and_recover
     print(f"staleness reported {delay_s:.2f} s after the last heartbeat was emitted (threshold {THRESHOLD_S} s)")
     assert THRESHOLD_S < delay_s <= THRESHOLD_S + POLL_S + READ_SLACK_S, delay_s
     # the same verdict in poke (and reschedule) mode: done at once, the freshness dict as its XCom
-    poked = HeartbeatFreshnessSensor(task_id="poke", flow=FLOW, config_file=config_file).poke({})  # type: ignore[arg-type]
+    poked = HeartbeatFreshnessSensor(task_id="poke", flow=flow, config_file=config_file).poke({})  # type: ignore[arg-type]
     assert isinstance(poked, PokeReturnValue) and poked.is_done and poked.xcom_value["fresh"] is False
 
     # a deferral that times out (a triggerer that never ran the trigger) says what was measured last
-    deferred = HeartbeatFreshnessSensor(task_id="watch", flow=FLOW, config_file=config_file, deferrable=True)
+    deferred = HeartbeatFreshnessSensor(task_id="watch", flow=flow, config_file=config_file, deferrable=True)
     with pytest.raises(AirflowSensorTimeout) as timed_out:
         deferred.resume_execution("__fail__", {"error": "Trigger timeout"}, {})  # type: ignore[arg-type]
     said = str(timed_out.value)
@@ -171,7 +171,7 @@ def test_a_stopped_source_alerts_once_within_threshold_plus_one_poll_and_recover
 
     # -- 2. two consecutive evaluations of the DAG while the primary is down: exactly one alert POST, although
     # the first evaluation's alert task fails right after sending and recording it, and is retried
-    dag = heartbeats_dags()["heartbeats__primary__backup"]
+    dag = heartbeats_dags()[clusters.names("heartbeats__primary__backup")]
     dag.get_task("alert").retry_delay = timedelta(0)  # retried at once (the dag.test loop polls every second)
     real_save = alerting.save_state
     saves: list[str] = []
@@ -206,15 +206,15 @@ def test_a_stopped_source_alerts_once_within_threshold_plus_one_poll_and_recover
     assert "STALE" in verdict["message"] and verdict["channels"] == ["log", "webhook"]
     assert "reported again, not sent again" in caplog.text
     [alert] = sink.alerts()
-    assert (alert["kind"], alert["flow"], alert["fresh"], alert["threshold_s"]) == ("alert", FLOW, False, 5.0)
+    assert (alert["kind"], alert["flow"], alert["fresh"], alert["threshold_s"]) == ("alert", flow, False, 5.0)
     assert alert["age_s"] > THRESHOLD_S and alert["newest_heartbeat_ms"] == emitted_ms
     assert alert["message"] == verdict["message"] and "received_at" in alert
     # auto-failover: the failover DAG is triggered once if it is deployed; if not, the gate says so and skips
-    if _failover_dag_is_deployed():
+    if _failover_dag_is_deployed(clusters):
         from airflow.models.dagrun import DagRun
 
         assert states["trigger_failover"] == "success"
-        [run] = DagRun.find(dag_id=FAILOVER_DAG, run_id=f"auto_failover__{verdict['since_ms']}")
+        [run] = DagRun.find(dag_id=clusters.names(FAILOVER_DAG), run_id=f"auto_failover__{verdict['since_ms']}")
         assert run.conf == {"mode": "disaster", "dry_run": False}
     else:
         assert states["trigger_failover"] == "skipped"
@@ -241,7 +241,7 @@ def test_a_stopped_source_alerts_once_within_threshold_plus_one_poll_and_recover
         with family_lock(forward, None) as held:
             while not stop.wait(0.2):
                 emit_heartbeat(into_primary)
-                replicate(config, FLOW, None, LocalExecutor(), lock=held)
+                replicate(config, flow, None, LocalExecutor(), lock=held)
 
     mirror = threading.Thread(target=keep_replicating, daemon=True)
     mirror.start()
@@ -252,14 +252,14 @@ def test_a_stopped_source_alerts_once_within_threshold_plus_one_poll_and_recover
         mirror.join(timeout=30)
     recovered = third.get_task_instance("alert").xcom_pull(task_ids="alert")
     assert recovered["kind"] == "recovery" and recovered["verdict"] == "fresh" and third.state == "success"
-    assert HeartbeatFreshnessSensor(task_id="poke", flow=FLOW, config_file=config_file).poke({}) is False  # type: ignore[arg-type]
+    assert HeartbeatFreshnessSensor(task_id="poke", flow=flow, config_file=config_file).poke({}) is False  # type: ignore[arg-type]
     posts = sink.alerts()
     assert [p["kind"] for p in posts] == ["alert", "recovery"]
     assert posts[1]["fresh"] is True and posts[1]["age_s"] <= THRESHOLD_S
 
 
 def test_auto_failover_without_a_failover_dag_alerts_and_says_so(
-    clusters: DevClusters,
+    clusters: Pair,
     airflow_db: None,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -270,17 +270,22 @@ def test_auto_failover_without_a_failover_dag_alerts_and_says_so(
     # dags/failover.py defines a failover DAG for every enabled flow, so point the heartbeats DAG (in memory
     # and as dags/heartbeats.py builds it for dag.test, in this process) at one that does not exist.
     monkeypatch.setattr(factory, "failover_dag_id", lambda flow: f"failover__{flow.source}__nowhere")
+    # Stale: the newest heartbeat that crossed is a minute old. It is written where a copy would have put it
+    # (``<src>.heartbeats`` on the target) rather than copied from the source's ``heartbeats``: on shared
+    # clusters that topic may hold newer heartbeats of other flows, which a copy would carry too.
     config_file = _write_config(tmp_path, clusters)
     monkeypatch.setenv("MIRRORFLOW_CONFIG", str(config_file))
-    _clear_alert_state()
-    config = load_config(config_file)
-    emit_heartbeat(config.flow("backup", "primary"), now_ms=int(time.time() * 1000) - 60_000)  # a minute old
-    assert replicate(config, FLOW, None, LocalExecutor()).ok
+    _clear_alert_state(clusters)
+    flow = load_config(config_file).flow(clusters.source, clusters.target)
+    old = Heartbeat(clusters.target, clusters.source, int(time.time() * 1000) - 60_000)  # a minute old
+    crossed = create_topic(clusters.backup, replicated_heartbeats_topic(flow))
+    produce(clusters.backup, crossed, [{"key": old.key(), "value": old.value(), "timestamp": old.timestamp_ms}])
+    assert check_freshness(flow).newest_ms == old.timestamp_ms
 
     with caplog.at_level("INFO"):
-        run = factory.heartbeats_dags()["heartbeats__primary__backup"].test()
+        run = factory.heartbeats_dags()[clusters.names("heartbeats__primary__backup")].test()
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert (states["alert"], states["failover_wanted"], states["trigger_failover"]) == ("success", "success", "skipped")
     assert (states["verdict"], run.state) == ("failed", "failed")
     assert run.get_task_instance("alert").xcom_pull(task_ids="alert")["kind"] == "alert"
-    assert "failover__primary__nowhere does not exist: NOT failing over" in caplog.text
+    assert clusters.names("failover__primary__nowhere does not exist: NOT failing over") in caplog.text

@@ -1,8 +1,8 @@
 """Lag alerts end to end: records two minutes old that were never copied, a real webhook, the heartbeats DAG.
 
 Its own pair of clusters (as ``test_freshness_alerts.py``: the flow's topics, progress and heartbeats are
-its own) and the demo's alert sink (a real background process) as the webhook, so the test counts what
-actually arrived. Family ``orders`` has a 60 s threshold of its own; the rest of the flow (family
+its own; on the clusters ``MIRRORFLOW_TEST_CLUSTERS`` names, its aliases and topic names are) and the
+demo's alert sink (a real background process) as the webhook, so the test counts what actually arrived. Family ``orders`` has a 60 s threshold of its own; the rest of the flow (family
 ``default``) has the flow's 3600 s, so records as old in ``audit`` must not alert. The heartbeats DAG runs
 three times through ``dag.test``: behind (one alert, although the first ``lag_alerts`` try fails after
 sending and is retried), still behind (quiet), and after an in-process replication run (one recovery).
@@ -23,13 +23,12 @@ from mirrorflow.alerts import AlertState
 from mirrorflow.config import load_config, parse_config
 from mirrorflow.config.location import DEFAULT_CONFIG
 from mirrorflow.demo.alert_sink import AlertSink
-from mirrorflow.devcluster import ClusterSpec, DevClusters
 from mirrorflow.replication.executor import LocalExecutor
 from mirrorflow.replication.run import replicate
 from mirrorflow.status import FlowStatus
-from tests.conftest import distinct_free_ports
-from tests.integration.test_heartbeats import pair_config_text
-from tests.kafka_helpers import create_topic, produce
+from tests.conftest import own_clusters
+from tests.integration.test_heartbeats import Pair, new_pair, pair_config_text
+from tests.kafka_helpers import create_topic, produce, unique_topic_name
 
 FLOW = "primary->backup"
 DAG_ID = "heartbeats__primary__backup"
@@ -40,14 +39,10 @@ THRESHOLD_S = 60
 
 
 @pytest.fixture
-def clusters(tmp_path: Path) -> Iterator[DevClusters]:
-    ports = distinct_free_ports(2)
-    manager = DevClusters(tmp_path / "clusters", (ClusterSpec("primary", ports[0]), ClusterSpec("backup", ports[1])))
-    manager.up(timeout=60)
-    try:
-        yield manager
-    finally:
-        manager.down(timeout=30)
+def clusters(tmp_path: Path) -> Iterator[Pair]:
+    """The test's clusters and aliases: ``names()`` turns the constants above into the flow's own."""
+    with own_clusters(tmp_path / "clusters") as pair:
+        yield new_pair(pair)
 
 
 @pytest.fixture
@@ -61,26 +56,31 @@ def sink(tmp_path: Path) -> Iterator[AlertSink]:
         receiver.stop()
 
 
-def _clear_alert_states() -> None:
+def _clear_alert_states(clusters: Pair) -> None:
     """The session's metadata DB is shared: another test's heartbeats DAG may have left states behind."""
     from airflow.models.variable import Variable
 
-    Variable.delete(LAG_STATE_KEY)
-    Variable.delete(HEARTBEAT_STATE_KEY)
+    Variable.delete(clusters.names(LAG_STATE_KEY))
+    Variable.delete(clusters.names(HEARTBEAT_STATE_KEY))
 
 
-def _write_config(tmp_path: Path, clusters: DevClusters, url: str) -> Path:
+def _write_config(tmp_path: Path, clusters: Pair, url: str, orders: str, audit: str) -> Path:
     config_file = tmp_path / "mm2.properties"
     config_file.write_text(
         pair_config_text(clusters)
-        + "primary->backup.topics = orders, audit\n"  # the last value wins over pair_config_text's none-such
-        "primary->backup.mirrorflow.families = orders\nprimary->backup.mirrorflow.family.orders.topics = orders\n"
-        f"mirrorflow.alerts.lag.max.seconds = 3600\n"
-        f"primary->backup.mirrorflow.family.orders.alerts.lag.max.seconds = {THRESHOLD_S}\n"
-        f"mirrorflow.alerts.webhook.url = {url}\n"
-        # 6 s schedule: each run's sensor watches 5 s (the 10 m default max age: no heartbeat alert meanwhile)
-        "mirrorflow.heartbeats.schedule = 6s\nmirrorflow.heartbeats.poll.interval = 1s\n"
-        "backup->primary.emit.heartbeats.enabled = false\n"
+        + clusters.names(
+            f"primary->backup.topics = {orders}, {audit}\n"  # the last value wins over pair_config_text's none-such
+            f"primary->backup.mirrorflow.families = orders\nprimary->backup.mirrorflow.family.orders.topics = {orders}\n"
+            "mirrorflow.alerts.lag.max.seconds = 3600\n"
+            f"primary->backup.mirrorflow.family.orders.alerts.lag.max.seconds = {THRESHOLD_S}\n"
+            # 6 s schedule: each run's sensor watches 5 s (the 10 m default max age: no heartbeat alert meanwhile)
+            "mirrorflow.heartbeats.schedule = 6s\nmirrorflow.heartbeats.poll.interval = 1s\n"
+            "backup->primary.emit.heartbeats.enabled = false\n"
+            # The source's `heartbeats` is not this test's: on shared clusters it may hold old records of other
+            # flows that would lag family default. Here it is never written (the reverse emit is off), as before.
+            "primary->backup.heartbeats.replication.enabled = false\n"
+        )
+        + f"mirrorflow.alerts.webhook.url = {url}\n"
     )
     return config_file
 
@@ -100,7 +100,7 @@ def _family(result: dict[str, Any], name: str) -> dict[str, Any]:
 
 @pytest.mark.integration
 def test_records_older_than_the_threshold_alert_once_and_recover_once_after_the_copy(
-    clusters: DevClusters,
+    clusters: Pair,
     sink: AlertSink,
     airflow_db: None,
     tmp_path: Path,
@@ -111,22 +111,24 @@ def test_records_older_than_the_threshold_alert_once_and_recover_once_after_the_
     from mirrorflow_airflow import alerting
     from mirrorflow_airflow.heartbeats_dag import heartbeats_dags
 
-    failovers_before = {r.run_id for r in DagRun.find(dag_id="failover__primary__backup")}  # other tests' runs
+    failover_dag = clusters.names("failover__primary__backup")
+    failovers_before = {r.run_id for r in DagRun.find(dag_id=failover_dag)}  # other tests' runs
     endpoint = sink.endpoint()
     assert endpoint is not None
-    config_file = _write_config(tmp_path, clusters, endpoint.url)
+    orders, audit = unique_topic_name("orders"), unique_topic_name("audit")
+    config_file = _write_config(tmp_path, clusters, endpoint.url, orders, audit)
     monkeypatch.setenv("MIRRORFLOW_CONFIG", str(config_file))
-    _clear_alert_states()
-    primary = clusters.specs[0].bootstrap
-    create_topic(primary, "orders", partitions=2)
-    create_topic(primary, "audit")
+    _clear_alert_states(clusters)
+    primary, flow = clusters.primary, clusters.flow
+    create_topic(primary, orders, partitions=2)
+    create_topic(primary, audit)
     old_ms = int(time.time() * 1000) - AGE_S * 1000
-    produce(primary, "orders", [{"value": f"o{i}", "partition": 0, "timestamp": old_ms + i} for i in range(3)])
-    produce(primary, "orders", [{"value": "recent", "partition": 1}])  # behind by a record, not by a minute
-    produce(primary, "audit", [{"value": f"a{i}", "timestamp": old_ms} for i in range(2)])  # under the flow's 3600 s
+    produce(primary, orders, [{"value": f"o{i}", "partition": 0, "timestamp": old_ms + i} for i in range(3)])
+    produce(primary, orders, [{"value": "recent", "partition": 1}])  # behind by a record, not by a minute
+    produce(primary, audit, [{"value": f"a{i}", "timestamp": old_ms} for i in range(2)])  # under the flow's 3600 s
 
     # -- 1. behind: one alert, although the task fails right after sending and recording it, and is retried
-    dag = heartbeats_dags()[DAG_ID]
+    dag = heartbeats_dags()[clusters.names(DAG_ID)]
     assert dag.get_task("lag_alerts").upstream_task_ids == set() == dag.get_task("lag_alerts").downstream_task_ids
     dag.get_task("lag_alerts").retry_delay = timedelta(0)
     real_save = alerting.save_lag_states
@@ -145,29 +147,29 @@ def test_records_older_than_the_threshold_alert_once_and_recover_once_after_the_
     lag_ti = first.get_task_instance("lag_alerts")
     assert (lag_ti.state, lag_ti.try_number) == ("success", 2)
     result = _lag_result(first)
-    orders, default = _family(result, "orders"), _family(result, "default")
-    assert (orders["verdict"], orders["kind"], orders["replayed"], orders["worst"]) == (
+    row, default = _family(result, "orders"), _family(result, "default")
+    assert (row["verdict"], row["kind"], row["replayed"], row["worst"]) == (
         "over",
         "alert",
         True,
-        "orders[0]",
+        f"{orders}[0]",
     )
-    assert (orders["threshold_s"], orders["lag_records"], orders["partitions_over"]) == (THRESHOLD_S, 3, 1)
-    assert AGE_S <= orders["lag_seconds"] < AGE_S + 120
+    assert (row["threshold_s"], row["lag_records"], row["partitions_over"]) == (THRESHOLD_S, 3, 1)
+    assert AGE_S <= row["lag_seconds"] < AGE_S + 120
     assert (default["verdict"], default["kind"], default["threshold_s"]) == ("under", None, 3600)
     assert result["over"] == ["orders"] and result["measured"] is True and result["errors"] == []
     assert "reported again, not sent again" in caplog.text
     print(f"lag measured in {result['status_seconds']} s")
 
     [alert] = _lag_posts(sink)
-    assert (alert["kind"], alert["flow"], alert["family"], alert["fresh"]) == ("alert", FLOW, "orders", False)
-    assert (alert["topic"], alert["partition"], alert["lag_records"], alert["threshold_s"]) == ("orders", 0, 3, 60)
+    assert (alert["kind"], alert["flow"], alert["family"], alert["fresh"]) == ("alert", flow, "orders", False)
+    assert (alert["topic"], alert["partition"], alert["lag_records"], alert["threshold_s"]) == (orders, 0, 3, 60)
     assert AGE_S <= alert["lag_seconds"] == alert["age_s"] < AGE_S + 120
     assert alert["partitions"] == [
-        {"topic": "orders", "partition": 0, "lag_seconds": alert["lag_seconds"], "lag_records": 3}
+        {"topic": orders, "partition": 0, "lag_seconds": alert["lag_seconds"], "lag_records": 3}
     ]
-    assert alert["message"] == orders["message"] and alert["message"].startswith(
-        f"{FLOW} family orders: replication LAGS: orders[0] {alert['lag_seconds']:,.0f} s behind (3 record(s) not "
+    assert alert["message"] == row["message"] and alert["message"].startswith(
+        f"{flow} family orders: replication LAGS: {orders}[0] {alert['lag_seconds']:,.0f} s behind (3 record(s) not "
         "copied), over the threshold of 60 s (mirrorflow.alerts.lag.max.seconds)"
     )
     print(alert["message"])
@@ -182,7 +184,7 @@ def test_records_older_than_the_threshold_alert_once_and_recover_once_after_the_
 
     # -- 3. copied: one recovery
     config = load_config(config_file)
-    assert replicate(config, FLOW, None, LocalExecutor()).ok
+    assert replicate(config, flow, None, LocalExecutor()).ok
     third = dag.test()
     recovered = _family(_lag_result(third), "orders")
     assert (recovered["verdict"], recovered["kind"], recovered["lag_records"]) == ("under", "recovery", 0)
@@ -197,7 +199,7 @@ def test_records_older_than_the_threshold_alert_once_and_recover_once_after_the_
     assert "s after the alert: every partition caught up" in posts[1]["message"]
     assert [p for p in sink.alerts() if p.get("reason") != "lag"] == []  # no heartbeat alert meanwhile
     assert endpoint.url not in caplog.text  # the webhook URL is a secret
-    failovers = {r.run_id for r in DagRun.find(dag_id="failover__primary__backup")}
+    failovers = {r.run_id for r in DagRun.find(dag_id=failover_dag)}
     assert failovers - failovers_before == set()  # a lag alert never fails over
 
 
