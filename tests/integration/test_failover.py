@@ -1,5 +1,11 @@
 """Failover DAG on its own pair of clusters: disaster (primary stopped by PID), a planned dry run, and planned
-failovers that verify the copy first (a corrupted copy stops before any group moves)."""
+failovers that verify the copy first (a corrupted copy stops before any group moves).
+
+The flow's aliases are the test's own (``primary<id>``, ``backup<id>``): its failover state lives on the
+target, and on the clusters ``MIRRORFLOW_TEST_CLUSTERS`` names a flow ``primary->backup`` failed over by
+this test would stop every other test's (and run's) mirror DAGs of that flow. The tests that stop the
+primary are ``stops_brokers``.
+"""
 
 from __future__ import annotations
 
@@ -14,12 +20,13 @@ from confluent_kafka import ConsumerGroupTopicPartitions
 
 from mirrorflow.checkpoints.emit import emit_checkpoints
 from mirrorflow.config import load_config
-from mirrorflow.devcluster import ClusterSpec, DevClusters
+from mirrorflow.devcluster import DevClusters
 from mirrorflow.failover.report import FAILOVER_LOG, failover_state
 from mirrorflow.replication.executor import LocalExecutor
 from mirrorflow.replication.run import replicate
-from tests.conftest import distinct_free_ports
+from tests.conftest import own_clusters
 from tests.integration.test_checkpoints import commit, resume
+from tests.integration.test_heartbeats import new_pair
 from tests.kafka_helpers import admin, create_topic, produce, read_all
 
 pytestmark = pytest.mark.integration
@@ -28,57 +35,63 @@ pytestmark = pytest.mark.integration
 @pytest.fixture
 def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, webhook: Any) -> Iterator[dict[str, Any]]:
     """Two clusters of this test's own, data replicated, a group half way through, checkpoints written."""
-    ports = distinct_free_ports(2)
-    specs = (ClusterSpec("primary", ports[0]), ClusterSpec("backup", ports[1]))
-    state = tmp_path / "clusters"
-    manager = DevClusters(state, specs)
-    manager.up(timeout=60)
-    primary, backup = (s.bootstrap for s in specs)
+    with own_clusters(tmp_path / "clusters") as clusters:
+        yield from _setup(clusters, tmp_path, monkeypatch, webhook)
+
+
+def _setup(clusters: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, webhook: Any) -> Iterator[dict[str, Any]]:
+    pair = new_pair(clusters)
+    src, tgt = pair.source, pair.target
+    primary, backup = clusters.primary, clusters.backup
     prefix = f"fo{uuid.uuid4().hex[:6]}"
     config_file = tmp_path / "mm2.properties"
     config_file.write_text(
-        f"clusters = primary, backup\nprimary.bootstrap.servers = {primary}\nbackup.bootstrap.servers = {backup}\n"
-        f"primary->backup.enabled = true\nprimary->backup.topics = {prefix}\\\\..*\n"
+        f"clusters = {src}, {tgt}\n{src}.bootstrap.servers = {primary}\n{tgt}.bootstrap.servers = {backup}\n"
+        f"{src}->{tgt}.enabled = true\n{src}->{tgt}.topics = {prefix}\\\\..*\n"
         "replication.factor = 1\noffset-syncs.topic.replication.factor = 1\ncheckpoints.topic.replication.factor = 1\n"
         "heartbeats.topic.replication.factor = 1\noffset-syncs.topic.location = target\n"
         "sync.topic.acls.enabled = false\nmirrorflow.unit.max.records = 9\n"
         f"mirrorflow.alerts.webhook.url = {webhook[0]}\n"
+        # The counts below are this test's topic's: the source's `heartbeats` (other flows' on shared clusters,
+        # none on a fresh pair) is not copied, so neither the final copy nor the verification sees it.
+        "heartbeats.replication.enabled = false\n"
     )
     topic = create_topic(primary, f"{prefix}.orders", partitions=2)
     produce(primary, topic, [{"value": b"o%d" % i, "partition": i % 2} for i in range(50)])
     config = load_config(config_file)
-    assert replicate(config, "primary->backup", None, LocalExecutor()).ok
+    assert replicate(config, pair.flow, None, LocalExecutor()).ok
     group = f"{prefix}-shipping"
     commit(primary, group, {(topic, 0): 11, (topic, 1): 17})
-    emit_checkpoints(config.flow("primary", "backup"))
+    emit_checkpoints(config.flow(src, tgt))
     monkeypatch.setenv("MIRRORFLOW_CONFIG", str(config_file))
-    try:
-        yield {
-            "manager": manager,
-            "primary_only": DevClusters(state, specs[:1]),
-            "primary": primary,
-            "backup": backup,
-            "topic": topic,
-            "group": group,
-            "config": config,
-            "flow": config.flow("primary", "backup"),
-            "expected": [r.value for r in read_all(primary, topic) if r.offset >= {0: 11, 1: 17}[r.partition]],
-            "notifications": webhook[1],
-        }
-    finally:
-        manager.down(timeout=30)
+    yield {
+        "pair": pair,
+        "names": pair.names,  # "failover__primary__backup" -> the DAG id of this test's flow, and so on
+        "remote": f"{src}.{topic}",
+        "manager": clusters.manager,
+        "primary_only": None if clusters.external else DevClusters(clusters.state_dir, clusters.specs[:1]),
+        "primary": primary,
+        "backup": backup,
+        "topic": topic,
+        "group": group,
+        "config": config,
+        "flow": config.flow(src, tgt),
+        "expected": [r.value for r in read_all(primary, topic) if r.offset >= {0: 11, 1: 17}[r.partition]],
+        "notifications": webhook[1],
+    }
 
 
 def states(run: Any) -> dict[str, str]:
     return {ti.task_id: ti.state for ti in run.get_task_instances()}
 
 
+@pytest.mark.stops_brokers
 def test_disaster_failover_moves_the_group_exactly(setup: dict[str, Any], airflow_db: None) -> None:
     from mirrorflow_airflow.failover_dag import failover_dags
     from mirrorflow_airflow.mirror_dag import failed_over_since
 
     setup["primary_only"].down(timeout=30)  # the disaster: the primary's broker is stopped by its PID
-    dag = failover_dags()["failover__primary__backup"]
+    dag = failover_dags()[setup["names"]("failover__primary__backup")]
     run = dag.test(run_conf={"mode": "disaster", "dry_run": False})
     assert states(run) == {
         "preflight": "success",
@@ -104,10 +117,12 @@ def test_disaster_failover_moves_the_group_exactly(setup: dict[str, Any], airflo
         [setup["group"]],
         {},
     )
-    got = resume(setup["backup"], setup["group"], [f"primary.{setup['topic']}"], len(setup["expected"]))
+    got = resume(setup["backup"], setup["group"], [setup["remote"]], len(setup["expected"]))
     assert sorted(got) == sorted(setup["expected"])  # no lost record, no duplicate
     assert failed_over_since(setup["flow"]) is not None  # the mirror DAGs now skip
-    [entry] = [json.loads(r.value) for r in read_all(setup["backup"], FAILOVER_LOG)]
+    [entry] = [
+        e for r in read_all(setup["backup"], FAILOVER_LOG) if (e := json.loads(r.value))["flow"] == setup["pair"].flow
+    ]
     assert entry["state"] == "failed-over" and entry["report"]["mode"] == "disaster"
 
 
@@ -122,13 +137,15 @@ def test_planned_dry_run_lists_the_changes_and_changes_nothing(setup: dict[str, 
     commit(primary, ahead, {(topic, 0): 32, (topic, 1): 25})
     emit_checkpoints(setup["flow"])  # planned mode moves the groups that have checkpoints
 
-    run = failover_dags()["failover__primary__backup"].test(run_conf={"mode": "planned", "dry_run": True})
+    run = failover_dags()[setup["names"]("failover__primary__backup")].test(
+        run_conf={"mode": "planned", "dry_run": True}
+    )
     assert states(run)["report"] == "success" and states(run)["final_copy"] == "skipped"
     out = run.get_task_instance("report").xcom_pull(task_ids="report")
     moved = out["report"]
     groups = {g["group"]: g for g in moved["groups"]}
     assert sorted(groups) == [group, ahead]
-    remote = f"primary.{topic}"
+    remote = setup["remote"]
     # Where the copies of source offsets 11 (partition 0) and 17 (partition 1) landed on the target.
     source = {(r.partition, r.offset): r.value for r in read_all(primary, topic)}
     copies = read_all(setup["backup"], remote)
@@ -189,11 +206,13 @@ def test_planned_failover_verifies_first_and_stops_on_a_corrupted_copy(setup: di
     from mirrorflow_airflow.failover_dag import failover_dags
 
     backup, topic, group = setup["backup"], setup["topic"], setup["group"]
-    remote = f"primary.{topic}"
+    remote = setup["remote"]
     [stray] = produce(backup, remote, [{"value": b"stray", "partition": 0}])
     before = group_offsets(backup, group)
 
-    run = failover_dags()["failover__primary__backup"].test(run_conf={"mode": "planned", "dry_run": False})
+    run = failover_dags()[setup["names"]("failover__primary__backup")].test(
+        run_conf={"mode": "planned", "dry_run": False}
+    )
     assert states(run) == {
         "preflight": "success",
         "final_copy": "success",
@@ -229,9 +248,11 @@ def test_planned_failover_with_a_clean_copy_verifies_and_moves_the_group(
     from mirrorflow_airflow.failover_dag import failover_dags
 
     primary, backup, topic, group = setup["primary"], setup["backup"], setup["topic"], setup["group"]
-    remote = f"primary.{topic}"
+    remote = setup["remote"]
     produce(primary, topic, [{"value": b"late-%d" % i, "partition": i % 2} for i in range(6)])  # for the final copy
-    run = failover_dags()["failover__primary__backup"].test(run_conf={"mode": "planned", "dry_run": False})
+    run = failover_dags()[setup["names"]("failover__primary__backup")].test(
+        run_conf={"mode": "planned", "dry_run": False}
+    )
     assert set(states(run).values()) == {"success"} and "verify_copy" in states(run)
     ti = run.get_task_instance("verify_copy")
     assert "56 record(s) in 2 partition(s) compared: identical" in ti.xcom_pull(task_ids="verify_copy")
@@ -258,7 +279,7 @@ def test_disaster_dry_run_counts_what_the_copy_missed_then_translates_a_stale_ch
     from mirrorflow.failover.report import render_markdown, summary
 
     primary, topic, flow = setup["primary"], setup["topic"], setup["flow"]
-    remote = f"primary.{topic}"
+    remote = setup["remote"]
     produce(primary, topic, [{"value": b"late-%d" % i, "partition": 0} for i in range(10)])
     ahead = f"{setup['group']}-ahead"
     commit(primary, ahead, {(topic, 0): 32})
@@ -288,7 +309,7 @@ def test_disaster_dry_run_counts_what_the_copy_missed_then_translates_a_stale_ch
 
     # The copy catches up but no checkpoint follows: the checkpoint's target offset is now behind the copy of
     # record 32 (resuming there would read 25..31 again), but the syncs on the target now translate 32 exactly.
-    assert replicate(setup["config"], "primary->backup", None, LocalExecutor()).ok
+    assert replicate(setup["config"], setup["pair"].flow, None, LocalExecutor()).ok
     stale = plan_failover(flow, mode="disaster", groups=ahead, dry_run=True)
     [row] = stale.groups[0].partitions
     landed = {r.value: r.offset for r in read_all(setup["backup"], remote) if r.partition == 0}
@@ -305,17 +326,20 @@ def test_disaster_dry_run_counts_what_the_copy_missed_then_translates_a_stale_ch
     assert summary(stale)["advice"] == "Every group translates exactly: nothing re-read, nothing missing."
 
 
+@pytest.mark.stops_brokers
 def test_failback_copies_the_outage_back_and_the_group_resumes_at_home(setup: dict[str, Any], airflow_db: None) -> None:
     from mirrorflow_airflow.failover_dag import failover_dags
     from mirrorflow_airflow.mirror_dag import failed_over_since
 
     primary, backup, topic, group = setup["primary"], setup["backup"], setup["topic"], setup["group"]
-    remote = f"primary.{topic}"
+    remote = setup["remote"]
     source = {(r.partition, r.offset): r.value for r in read_all(primary, topic)}
     setup["primary_only"].down(timeout=30)
     dags = failover_dags()
     assert (
-        states(dags["failover__primary__backup"].test(run_conf={"mode": "disaster", "dry_run": False}))["report"]
+        states(dags[setup["names"]("failover__primary__backup")].test(run_conf={"mode": "disaster", "dry_run": False}))[
+            "report"
+        ]
         == "success"
     )
 
@@ -327,7 +351,7 @@ def test_failback_copies_the_outage_back_and_the_group_resumes_at_home(setup: di
 
     setup["primary_only"].up(timeout=60)  # the primary is back
     # verify is off by default for a failback (tests/dags checks the default); on here, it proves the copy back.
-    run = dags["failback__primary__backup"].test(run_conf={"dry_run": False, "verify": True})
+    run = dags[setup["names"]("failback__primary__backup")].test(run_conf={"dry_run": False, "verify": True})
     assert states(run) == {
         "preflight": "success",
         "copy_back": "success",
@@ -336,17 +360,23 @@ def test_failback_copies_the_outage_back_and_the_group_resumes_at_home(setup: di
         "restore_mirroring": "success",
         "report": "success",
     }
-    assert [r.value for r in read_all(primary, f"backup.{topic}")] == [b"during-%d" % i for i in range(6)]
+    assert [r.value for r in read_all(primary, f"{setup['pair'].target}.{topic}")] == [
+        b"during-%d" % i for i in range(6)
+    ]
     verified = run.get_task_instance("verify_copy").xcom_pull(task_ids="verify_copy", key="report")
-    assert (verified["flow"], verified["status"], verified["records"]) == ("backup->primary", "identical", 6)
+    assert (verified["flow"], verified["status"], verified["records"]) == (
+        setup["names"]("backup->primary"),
+        "identical",
+        6,
+    )
     target = admin(primary)
     answer = target.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(10)
     assert sorted((tp.topic, tp.partition, tp.offset) for tp in answer.topic_partitions) == [
-        (f"backup.{topic}", 0, 2),
+        (f"{setup['pair'].target}.{topic}", 0, 2),
         (topic, 0, 15),
         (topic, 1, 17),
     ]
     expected = [v for (p, o), v in source.items() if o >= {0: 15, 1: 17}[p]] + [b"during-%d" % i for i in range(2, 6)]
-    got = resume(primary, group, [topic, f"backup.{topic}"], len(expected))
+    got = resume(primary, group, [topic, f"{setup['pair'].target}.{topic}"], len(expected))
     assert sorted(got) == sorted(expected)  # at home again: nothing lost, nothing twice
     assert failed_over_since(setup["flow"]) is None  # the mirror DAGs run again
