@@ -47,10 +47,12 @@ from ..devcluster import (
 )
 from ..processes import ProcessControlError, SessionProcess, file_lock, port_is_free, port_owner
 from ..replication import local_connect
+from ..sparkcluster import SparkClusterError
 from .airflow_env import API_HOST, admin_login
 from .airflow_server import AirflowServer, AirflowServerError, AirflowStartError
 from .alert_sink import AlertSink, AlertSinkError, SinkEndpoint
 from .postgres import PostgresError, PostgresServer
+from .spark_standalone import spark_mode, standalone_down, standalone_up, web_ui
 from .traffic import DEFAULT_RATE, DEMO_GROUPS, DEMO_TOPICS, ensure_topics
 
 __all__ = [
@@ -98,6 +100,7 @@ _FAILURES = (
     PostgresError,
     AlertSinkError,
     local_connect.LocalServerError,
+    SparkClusterError,
     ProcessControlError,
     OSError,
     ValueError,
@@ -350,8 +353,11 @@ def _airflow_port(paths: DemoPaths, out: Out) -> int:
     return port
 
 
-def _spark_connect_up(out: Out, started: StartedHere) -> str:
-    """The machine's Spark Connect server (the one ``mirrorflow replicate`` uses), started if it does not run."""
+def _spark_connect_up(paths: DemoPaths, out: Out, started: StartedHere) -> str:
+    """The machine's Spark Connect server (the one ``mirrorflow replicate`` uses), started if it does not run; with
+    ``SPARK=standalone``, a standalone cluster and a Spark Connect server on it instead."""
+    if spark_mode() == "standalone":
+        return standalone_up(paths.root, out, started.add)
     running = local_connect.status()
     if running.running and running.url:
         out(f"Spark Connect server already running (pid {running.pid}) at {running.url}")
@@ -524,7 +530,7 @@ def _stack_up(paths: DemoPaths, config_file: Path, config: MirrorConfig, timeout
     try:
         _clusters_up(paths, out, started)
         _traffic_up(paths, out, started)
-        spark_url = _spark_connect_up(out, started)
+        spark_url = _spark_connect_up(paths, out, started)
         alerts = _alert_sink_up(paths, out, started)
         return airflow_up(
             paths, config_file, config, spark_url, out, started, timeout=timeout, settings=alert_settings(alerts)
@@ -549,6 +555,7 @@ def demo_up(out: Out = _print, *, start_timeout_s: float | None = None) -> int:
     config_file = config_path()
     try:
         timeout = start_timeout(start_timeout_s)
+        spark_mode()  # a wrong SPARK= is said before anything starts
     except ValueError as exc:
         out(f"error: {exc}")
         return 1
@@ -604,6 +611,7 @@ def _final_block(
         f"  Traffic      about {DEFAULT_RATE:.0f} records/s to {topics} on primary;",
         f"               consumer groups {groups} commit offsets on primary",
         f"  Alerts       {_show(AlertSink(paths.root).alerts_file)} (tail -f; stale heartbeats, data loss, resets)",
+        *_spark_lines(paths),
         "",
         f"Replicating ({_show(config_file)}):",
     ]
@@ -626,6 +634,11 @@ def _final_block(
     ]
     for line in lines:
         out(line)
+
+
+def _spark_lines(paths: DemoPaths) -> list[str]:
+    ui = web_ui(paths.root)
+    return [f"  Spark        standalone cluster (master and two workers), web UI {ui}"] if ui else []
 
 
 # --------------------------------------------------------------------------
@@ -662,6 +675,7 @@ def demo_down(out: Out = _print) -> int:
         ("alert receiver", lambda: out(f"alert receiver: {AlertSink(paths.root).stop(timeout=10)}")),
         ("PostgreSQL", lambda: out(f"PostgreSQL: {_postgres(paths).stop(timeout=60)}")),
         ("Spark Connect", lambda: out(f"Spark Connect server: {local_connect.stop_local_server()}")),
+        ("Spark standalone", lambda: standalone_down(paths.root, out)),
         ("Kafka clusters", lambda: _clusters_down(paths, out)),
     ]
     failed = 0
@@ -669,7 +683,7 @@ def demo_down(out: Out = _print) -> int:
         for name, step in steps:
             try:
                 step()
-            except (DevClusterError, ProcessControlError, PostgresError, OSError) as exc:
+            except (DevClusterError, SparkClusterError, ProcessControlError, PostgresError, OSError) as exc:
                 out(f"{name}: could not stop: {exc}")
                 failed += 1
     return 1 if failed else 0
@@ -757,6 +771,9 @@ def _status_processes(paths: DemoPaths, out: Out) -> bool:
     endpoint = sink.endpoint()
     received = f", {len(sink.alerts())} alert(s) in {_show(sink.alerts_file)}" if endpoint else ""
     out(f"alert receiver       {f'running at {endpoint.url}{received}' if endpoint else 'not running'}")
+    ui = web_ui(paths.root)
+    if ui:
+        out(f"Spark standalone     running, web UI {ui}")
     port = AirflowServer.recorded_port(paths.airflow_home)
     healthy = False
     if port is not None:
