@@ -9,8 +9,8 @@ tmp dir, so a test run never touches a developer's `mirrorflow dev up` clusters.
 ``MIRRORFLOW_TEST_CLUSTERS="primary=HOST:PORT,backup=HOST:PORT"`` runs the same
 tests against two existing clusters instead (a user's Apache Kafka, say): the
 session then starts and stops no broker, and tests that must stop one (marked
-``stops_brokers``) or that test the embedded brokers themselves (marked
-``embedded_brokers``) are skipped with the reason.
+``stops_brokers``), that test the embedded brokers themselves (``embedded_brokers``)
+or that write topics of fixed names (``fixed_names``) are skipped with the reason.
 """
 
 from __future__ import annotations
@@ -125,6 +125,10 @@ EXTERNAL_SKIPS = {
     "embedded_brokers": (
         "tests the embedded noida-db brokers themselves (mirrorflow dev, their own state dirs), not {variable} clusters"
     ),
+    "fixed_names": (
+        "writes topics or groups of fixed names (the demo's orders.eu, customers, order-service, ...), which may be "
+        "real ones on the clusters {variable} names"
+    ),
 }
 
 
@@ -142,6 +146,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "embedded_brokers: tests the embedded noida-db brokers (mirrorflow dev) themselves; skipped when "
+        f"{TEST_CLUSTERS_VARIABLE} points the suite at existing clusters",
+    )
+    config.addinivalue_line(
+        "markers",
+        "fixed_names: writes topics or groups of fixed names (the demo's); skipped when "
         f"{TEST_CLUSTERS_VARIABLE} points the suite at existing clusters",
     )
     try:

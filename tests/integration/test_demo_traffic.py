@@ -19,7 +19,8 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 from mirrorflow.demo.traffic import DEMO_GROUPS, DEMO_TOPICS, run_traffic
 from tests.kafka_helpers import read_all
 
-pytestmark = pytest.mark.integration
+#: The demo's topic and group names are fixed: on existing clusters (MIRRORFLOW_TEST_CLUSTERS) they may be real ones.
+pytestmark = [pytest.mark.integration, pytest.mark.fixed_names]
 
 
 def end_offsets(bootstrap: str, topics: list[str]) -> dict[tuple[str, int], int]:

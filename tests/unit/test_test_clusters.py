@@ -81,6 +81,10 @@ def test_stops_a_broker():
 def test_the_embedded_brokers():
     pass
 
+@pytest.mark.fixed_names
+def test_the_demo_topics():
+    pass
+
 def test_anything_else():
     pass
 """
@@ -88,7 +92,7 @@ def test_anything_else():
 
 @pytest.fixture
 def inner(pytester: pytest.Pytester) -> pytest.Pytester:
-    """A session with this repository's conftest hooks (as ``tests/conftest.py`` registers them) and three tests.
+    """A session with this repository's conftest hooks (as ``tests/conftest.py`` registers them) and four tests.
 
     Run in a subprocess: the hooks configure Airflow's environment, which must not leak into this session.
     """
@@ -110,7 +114,7 @@ def test_on_existing_clusters_broker_stopping_tests_are_skipped_with_the_reason(
     inner: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     result = run_inner(inner, monkeypatch, "primary=127.0.0.1:1,backup=127.0.0.1:2")
-    result.assert_outcomes(passed=1, skipped=2)
+    result.assert_outcomes(passed=1, skipped=3)
     result.stdout.fnmatch_lines(
         [
             (
@@ -118,13 +122,14 @@ def test_on_existing_clusters_broker_stopping_tests_are_skipped_with_the_reason(
                 f"{TEST_CLUSTERS_VARIABLE} names are not the suite's to stop"
             ),
             f"SKIPPED * {TEST_CLUSTERS_VARIABLE} is set: tests the embedded noida-db brokers themselves*",
+            f"SKIPPED * {TEST_CLUSTERS_VARIABLE} is set: writes topics or groups of fixed names*",
         ]
     )
 
 
 def test_embedded_brokers_run_every_test(inner: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     """The markers are registered (``--strict-markers`` passes) and skip nothing when the variable is unset."""
-    run_inner(inner, monkeypatch, None).assert_outcomes(passed=3)
+    run_inner(inner, monkeypatch, None).assert_outcomes(passed=4)
 
 
 def test_a_bad_value_stops_the_session_before_any_test(inner: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
