@@ -200,6 +200,11 @@ class MirrorFamilyOperator(SparkSubmitOperator):
         from mirrorflow import clients
         from mirrorflow.replication.remote_report import released_report
 
+        if (self._master() or "").startswith("spark://"):
+            raise AirflowException(
+                f"connection {self._conn_id}: Spark does not run Python apps in cluster deploy mode on a standalone "
+                "master; use deploy-mode client there (the driver then runs in this task), or a Spark Connect server"
+            )
         own_files = [f for f in (self.files or "").split(",") if f.strip() and f != str(hook.config_file)]
         self.files = ",".join([str(hook.config_file), *own_files])  # in the driver's working directory
         self.application_args = app_arguments(

@@ -281,3 +281,18 @@ def test_cluster_deploy_mode_report_comes_back_from_the_lock_topic(kafka_cluster
     assert report is not None
     assert (report["ok"], report["records"], report["lag"], report["partitions"]) == (True, 30, 0, [])
     assert report["report_source"] == "mirrorflow-locks.internal"
+
+
+def test_cluster_deploy_mode_on_a_standalone_master_is_refused_clearly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Spark refuses cluster deploy mode for Python apps on a standalone master: the replicate task says so in its
+    own words before any spark-submit (no cluster needed to show it)."""
+    from airflow.sdk.exceptions import AirflowException
+    from mirrorflow_airflow.operators import MirrorFamilyOperator
+
+    connection = {"conn_type": "spark", "host": "spark://127.0.0.1", "port": 7077, "extra": {"deploy-mode": "cluster"}}
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(connection))
+    operator = MirrorFamilyOperator(task_id="replicate", flow="primary->backup", family="main", config="unused")
+    with pytest.raises(AirflowException, match="does not run Python apps in cluster deploy mode on a standalone"):
+        operator.execute({"params": {}})
