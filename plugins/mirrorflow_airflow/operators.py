@@ -9,6 +9,12 @@ The connection ``spark_default`` chooses the engine by its type:
 * ``spark`` (local mode, ``spark://``, YARN, Kubernetes): ``spark-submit spark_apps/mirror_family.py``, for
   clusters where a Spark Connect server is not an option; each run pays a Spark application's start-up.
 
+Either way the ``mirrorflow`` package goes with the job (its zip: ``--py-files``, or a Spark Connect artifact),
+so a cluster's workers need only a Python with confluent-kafka, named by ``PYSPARK_PYTHON`` /
+``spark.pyspark.python``, which are kept. In client deploy mode the app writes its report to a file this task
+reads; in cluster deploy mode (YARN, Kubernetes) the task reads the run's summary from its lock release record
+on the target instead (``remote_report``).
+
 Either way the task is a thin subclass of the Spark provider's ``SparkSubmitOperator`` that
 
 * builds the app's arguments from the flow, the family and the run's Params at run time,
