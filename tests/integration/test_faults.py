@@ -3,7 +3,9 @@
 Each test breaks one thing for real: the whole ``replicate`` process group killed mid-copy (through Spark,
 the path the DAGs use), a source or remote topic deleted and recreated between runs, the target broker
 stopped for 5 s in the middle of a copy. The clusters here are this module's own pair, one manager per
-cluster, so the target can be stopped and started without disturbing other tests.
+cluster, so the target can be stopped and started without disturbing other tests. On the clusters
+``MIRRORFLOW_TEST_CLUSTERS`` names they are the shared ones: the module's flow has aliases of its own
+(its lock, progress and syncs are its own), and the broker stop is skipped (``stops_brokers``).
 """
 
 from __future__ import annotations
@@ -34,8 +36,8 @@ from mirrorflow.replication.copy import CHECKPOINT_EVERY_RECORDS
 from mirrorflow.replication.executor import LocalExecutor, UnitExecutor
 from mirrorflow.replication.run import replicate
 from mirrorflow.wire import OffsetSync
-from tests.conftest import distinct_free_ports
-from tests.kafka_helpers import admin, create_topic, produce, read_all, unique_topic_name
+from tests.conftest import distinct_free_ports, external_test_clusters
+from tests.kafka_helpers import admin, create_topic, produce, read_all, unique_alias, unique_topic_name
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -43,15 +45,33 @@ REPO = Path(__file__).resolve().parents[2]
 
 @dataclass
 class Pair:
+    """The clusters, their managers (None on existing clusters: nothing to stop) and the module flow's aliases."""
+
     primary: str
     backup: str
-    source: DevClusters
-    target: DevClusters
+    source: DevClusters | None
+    target: DevClusters | None
+    source_alias: str = "primary"
+    target_alias: str = "backup"
+
+    @property
+    def flow(self) -> str:
+        return f"{self.source_alias}->{self.target_alias}"
+
+    def remote(self, topic: str) -> str:
+        """Where the module's flow copies ``topic`` to."""
+        return f"{self.source_alias}.{topic}"
 
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
     """Two clusters with a manager each: the target can be restarted alone."""
+    suffix = unique_alias("")
+    aliases = (f"primary{suffix}", f"backup{suffix}")
+    external = external_test_clusters()
+    if external is not None:
+        yield Pair(external["primary"], external["backup"], None, None, *aliases)
+        return
     root = tmp_path_factory.mktemp("fault-clusters")
     p_port, b_port = distinct_free_ports(2)
     source = DevClusters(root / "primary", (ClusterSpec("primary", p_port),))
@@ -59,26 +79,29 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
     source.up(timeout=60)
     target.up(timeout=60)
     try:
-        yield Pair(source.specs[0].bootstrap, target.specs[0].bootstrap, source, target)
+        yield Pair(source.specs[0].bootstrap, target.specs[0].bootstrap, source, target, *aliases)
     finally:
         target.down(timeout=60)
         source.down(timeout=60)
 
 
-def config_text(pair: Pair, prefix: str, extra: str = "", source: str = "primary", target: str = "backup") -> str:
-    """A flow between the pair. Other aliases make another flow (its own lock and progress) on the same pair."""
+def config_text(pair: Pair, prefix: str, extra: str = "", source: str = "", target: str = "") -> str:
+    """A flow between the pair. Other aliases make another flow (its own lock and progress) on the same pair.
+
+    The source's ``heartbeats`` is not copied: the record counts below are the test topics' (there is none
+    on a fresh pair; on shared clusters other flows write there).
+    """
+    source, target = source or pair.source_alias, target or pair.target_alias
     return (
         f"clusters = {source}, {target}\n{source}.bootstrap.servers = {pair.primary}\n"
         f"{target}.bootstrap.servers = {pair.backup}\n{source}->{target}.enabled = true\n"
         f"{source}->{target}.topics = {prefix}.*\nreplication.factor = 1\noffset-syncs.topic.replication.factor = 1\n"
-        "offset-syncs.topic.location = target\nsync.topic.acls.enabled = false\n"
+        "offset-syncs.topic.location = target\nsync.topic.acls.enabled = false\nheartbeats.replication.enabled = false\n"
         f"{extra}"
     )
 
 
-def make_config(
-    pair: Pair, prefix: str, extra: str = "", source: str = "primary", target: str = "backup"
-) -> MirrorConfig:
+def make_config(pair: Pair, prefix: str, extra: str = "", source: str = "", target: str = "") -> MirrorConfig:
     return parse_config(config_text(pair, prefix, extra, source, target))
 
 
@@ -124,7 +147,7 @@ def load(pair: Pair, topic: str, per_partition: int, partitions: int = 2) -> Non
 # ------------------------------------------------------------------------------------ killed process group
 
 
-def replicate_command(config_file: Path, report: Path, remote: str | None = None) -> list[str]:
+def replicate_command(config_file: Path, report: Path, flow: str, remote: str | None = None) -> list[str]:
     """``mirrorflow replicate`` with spark-submit, or with ``remote`` on that Spark Connect server."""
     return [
         str(Path(sys.executable).parent / "mirrorflow"),
@@ -132,19 +155,19 @@ def replicate_command(config_file: Path, report: Path, remote: str | None = None
         "--config",
         str(config_file),
         "--flow",
-        "primary->backup",
+        flow,
         *(["--remote", remote] if remote else ["--master", "local[2]"]),
         "--report",
         str(report),
     ]
 
 
-def start_replicate(config_file: Path, report: Path, remote: str | None = None) -> subprocess.Popen[bytes]:
+def start_replicate(config_file: Path, report: Path, flow: str, remote: str | None = None) -> subprocess.Popen[bytes]:
     """``mirrorflow replicate`` in its own process group: with spark-submit the driver JVM and Python workers are
     in it; with ``remote`` it is the Spark Connect client alone (the server runs elsewhere)."""
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
     return subprocess.Popen(
-        replicate_command(config_file, report, remote),
+        replicate_command(config_file, report, flow, remote),
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -213,10 +236,10 @@ def test_killed_process_group_loses_nothing(
     load(pair, topic, per_partition)
     config_file = kill_config(pair, prefix, delivery, tmp_path)
     remote = request.getfixturevalue("spark_connect") if engine == "spark-connect" else None
-    process = start_replicate(config_file, tmp_path / "killed.json", remote)
-    kill_group_at(process, pair.backup, f"primary.{topic}", 2, int(2 * per_partition * kill_at))
+    process = start_replicate(config_file, tmp_path / "killed.json", pair.flow, remote)
+    kill_group_at(process, pair.backup, pair.remote(topic), 2, int(2 * per_partition * kill_at))
     # The next run takes the same engine: on Spark Connect it first stops the job the killed client left running.
-    rerun_on = SparkConnectExecutor(remote, "primary->backup/*") if remote else LocalExecutor()
+    rerun_on = SparkConnectExecutor(remote, f"{pair.flow}/*") if remote else LocalExecutor()
     try:
         assert_rerun_completes_the_copy(pair, prefix, topic, delivery, rerun_on)
     finally:
@@ -236,16 +259,16 @@ def test_killed_spark_connect_server_loses_nothing(pair: Pair, tmp_path: Path) -
     directory = tmp_path / "spark-connect"
     url = ensure_local_server(directory=directory, progress=False)
     try:
-        client = start_replicate(config_file, tmp_path / "killed.json", url)
+        client = start_replicate(config_file, tmp_path / "killed.json", pair.flow, url)
         server = PidRecord.load(directory / "server.pid")
         assert server is not None
-        kill_when_written(server.pgid, client, pair.backup, f"primary.{topic}", 2, per_partition)
+        kill_when_written(server.pgid, client, pair.backup, pair.remote(topic), 2, per_partition)
         assert client.wait(120) == 2  # the run saw its engine die: one line, exit 2 (within ~20 s, not 10 min)
         stop_local_server(directory=directory)  # clears the dead server's record
         url = ensure_local_server(directory=directory, progress=False)
         for _ in range(2):  # the killed run's lease (TTL 3 s) may still be held: one wait, then again
             again = subprocess.run(
-                replicate_command(config_file, tmp_path / "again.json", url),
+                replicate_command(config_file, tmp_path / "again.json", pair.flow, url),
                 capture_output=True,
                 text=True,
                 timeout=300,
@@ -257,18 +280,18 @@ def test_killed_spark_connect_server_loses_nothing(pair: Pair, tmp_path: Path) -
         assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
     finally:
         stop_local_server(directory=directory)
-    assert values(pair.backup, f"primary.{topic}") == values(pair.primary, topic)  # no duplicate, no gap
+    assert values(pair.backup, pair.remote(topic)) == values(pair.primary, topic)  # no duplicate, no gap
 
 
 def assert_rerun_completes_the_copy(pair: Pair, prefix: str, topic: str, delivery: str, executor: UnitExecutor) -> None:
     rerun_config = make_config(pair, prefix, f"mirrorflow.delivery = {delivery}\n")
     for _ in range(2):  # the killed run's lease (TTL 3 s here) may not have expired yet: one wait, then again
-        rerun = replicate(rerun_config, "primary->backup", None, executor, timeout=60)
+        rerun = replicate(rerun_config, pair.flow, None, executor, timeout=60)
         if rerun.ok or not any("another run holds the lock" in e for e in rerun.errors):
             break
         time.sleep(4)
     assert rerun.ok, rerun.errors
-    source, target = values(pair.primary, topic), values(pair.backup, f"primary.{topic}")
+    source, target = values(pair.primary, topic), values(pair.backup, pair.remote(topic))
     if delivery == "exactly-once":
         assert target == source  # no duplicate, no gap, order kept
     else:
@@ -291,8 +314,8 @@ def recreate(bootstrap: str, topic: str, partitions: int) -> None:
     create_topic(bootstrap, topic, partitions=partitions)
 
 
-def syncs_of(bootstrap: str, topic: str) -> list[OffsetSync]:
-    records = read_all(bootstrap, "mm2-offset-syncs.primary.internal", timeout=60)
+def syncs_of(pair: Pair, topic: str) -> list[OffsetSync]:
+    records = read_all(pair.backup, f"mm2-offset-syncs.{pair.source_alias}.internal", timeout=60)
     return [s for s in (OffsetSync.decode(r.key, r.value) for r in records) if s.topic == topic]
 
 
@@ -302,11 +325,11 @@ def test_recreated_source_topic_is_copied_from_its_start(pair: Pair, webhook: tu
     topic = create_topic(pair.primary, prefix, partitions=1)
     produce(pair.primary, topic, [b"old-%d" % i for i in range(1000)])
     config = make_config(pair, prefix, f"mirrorflow.alerts.webhook.url = {url}\n")
-    assert replicate(config, "primary->backup", None, LocalExecutor()).records == 1000
+    assert replicate(config, pair.flow, None, LocalExecutor()).records == 1000
 
     recreate(pair.primary, topic, 1)
     produce(pair.primary, topic, [b"new-%d" % i for i in range(300)])  # fewer records than were copied
-    fewer = replicate(config, "primary->backup", None, LocalExecutor())
+    fewer = replicate(config, pair.flow, None, LocalExecutor())
     assert fewer.ok and fewer.records == 300, fewer.errors
     (event,) = fewer.reset_events
     assert (event["topic"], event["partition"], event["side"]) == (topic, 0, "source")
@@ -316,13 +339,13 @@ def test_recreated_source_topic_is_copied_from_its_start(pair: Pair, webhook: tu
     assert alert["kind"] == "reset" and alert["event"] == event and f"RESET of {topic}[0]" in alert["message"]
 
     produce(pair.primary, topic, [b"new-%d" % i for i in range(300, 1300)])  # now more than before
-    more = replicate(config, "primary->backup", None, LocalExecutor())
+    more = replicate(config, pair.flow, None, LocalExecutor())
     assert more.ok and more.records == 1000 and not more.reset_events
-    copied = read_all(pair.backup, f"primary.{topic}")
+    copied = read_all(pair.backup, pair.remote(topic))
     assert [r.value for r in copied] == [b"old-%d" % i for i in range(1000)] + [b"new-%d" % i for i in range(1300)]
 
     # Translation never mixes incarnations: offset 100 of the new topic is where new-100 landed, exactly.
-    translator = OffsetTranslator().add_all(syncs_of(pair.backup, topic))
+    translator = OffsetTranslator().add_all(syncs_of(pair, topic))
     translation = translator.translate(topic, 0, 100)
     landed = next(r.offset for r in copied if r.value == b"new-100")
     assert landed > 1000 and (translation.downstream, translation.kind) == (landed, "exact")
@@ -334,16 +357,16 @@ def test_recreated_source_topic_that_grew_past_the_old_progress_is_copied_from_i
     topic = create_topic(pair.primary, prefix, partitions=1)
     produce(pair.primary, topic, [b"old-%d" % i for i in range(1000)])
     config = make_config(pair, prefix)
-    assert replicate(config, "primary->backup", None, LocalExecutor()).records == 1000
+    assert replicate(config, pair.flow, None, LocalExecutor()).records == 1000
     recreate(pair.primary, topic, 1)
     produce(pair.primary, topic, [b"new-%d" % i for i in range(1300)])  # longer than before the next run
-    report = replicate(config, "primary->backup", None, LocalExecutor())
+    report = replicate(config, pair.flow, None, LocalExecutor())
     assert report.ok and report.records == 1300, report.errors
     (event,) = report.reset_events
     assert event["side"] == "source" and "is not the one that was copied" in event["reason"]
-    copied = [r.value for r in read_all(pair.backup, f"primary.{topic}")]
+    copied = [r.value for r in read_all(pair.backup, pair.remote(topic))]
     assert copied == [b"old-%d" % i for i in range(1000)] + [b"new-%d" % i for i in range(1300)]
-    assert not replicate(config, "primary->backup", None, LocalExecutor()).reset_events  # once, not every run
+    assert not replicate(config, pair.flow, None, LocalExecutor()).reset_events  # once, not every run
 
 
 def test_recreated_source_topic_with_stop_policy_stops_the_partition(pair: Pair) -> None:
@@ -351,10 +374,10 @@ def test_recreated_source_topic_with_stop_policy_stops_the_partition(pair: Pair)
     topic = create_topic(pair.primary, prefix, partitions=1)
     produce(pair.primary, topic, [b"a-%d" % i for i in range(50)])
     config = make_config(pair, prefix, "mirrorflow.truncation = stop\n")
-    assert replicate(config, "primary->backup", None, LocalExecutor()).records == 50
+    assert replicate(config, pair.flow, None, LocalExecutor()).records == 50
     recreate(pair.primary, topic, 1)
     produce(pair.primary, topic, [b"b-%d" % i for i in range(10)])
-    report = replicate(config, "primary->backup", None, LocalExecutor())
+    report = replicate(config, pair.flow, None, LocalExecutor())
     assert not report.ok and report.records == 0
     assert report.reset_events[0]["action"] == "stopped"
     assert any("RESET" in error and topic in error for error in report.errors)
@@ -365,14 +388,14 @@ def test_deleted_remote_topic_is_copied_again(pair: Pair) -> None:
     topic = create_topic(pair.primary, prefix, partitions=2)
     produce(pair.primary, topic, [{"value": b"v%d" % i, "partition": i % 2} for i in range(100)])
     config = make_config(pair, prefix)
-    assert replicate(config, "primary->backup", None, LocalExecutor()).records == 100
+    assert replicate(config, pair.flow, None, LocalExecutor()).records == 100
     client = admin(pair.backup)
-    client.delete_topics([f"primary.{topic}"], operation_timeout=30)[f"primary.{topic}"].result(30)
+    client.delete_topics([pair.remote(topic)], operation_timeout=30)[pair.remote(topic)].result(30)
     time.sleep(1)
-    report = replicate(config, "primary->backup", None, LocalExecutor())
+    report = replicate(config, pair.flow, None, LocalExecutor())
     assert report.ok and report.records == 100, report.errors
     assert {(e["partition"], e["side"]) for e in report.reset_events} == {(0, "target"), (1, "target")}
-    assert values(pair.backup, f"primary.{topic}") == values(pair.primary, topic)
+    assert values(pair.backup, pair.remote(topic)) == values(pair.primary, topic)
 
 
 # ------------------------------------------------------------------------------------ target broker restart
@@ -395,6 +418,7 @@ def frozen(manager: DevClusters, seconds: float) -> None:
         os.killpg(record.pgid, signal.SIGCONT)
 
 
+@pytest.mark.stops_brokers
 def test_target_broker_stopped_for_five_seconds_mid_copy(pair: Pair) -> None:
     prefix = unique_topic_name("stop-tgt")
     topic = create_topic(pair.primary, prefix, partitions=2)
@@ -413,6 +437,7 @@ def test_target_broker_stopped_for_five_seconds_mid_copy(pair: Pair) -> None:
     while watermarks() < per_partition // 2 and time.monotonic() < deadline:
         time.sleep(0.05)
     watermarks.close()
+    assert pair.target is not None  # embedded only (stops_brokers)
     frozen(pair.target, 5)
     run.join(300)
     (first,) = reports
@@ -432,11 +457,11 @@ def test_target_broker_stopped_for_five_seconds_mid_copy(pair: Pair) -> None:
 def test_a_rejected_record_is_named_by_its_offset(pair: Pair) -> None:
     prefix = unique_topic_name("too-large")
     topic = create_topic(pair.primary, prefix, partitions=1)
-    create_topic(pair.backup, f"primary.{topic}", partitions=1, config={"max.message.bytes": "2000"})
+    create_topic(pair.backup, pair.remote(topic), partitions=1, config={"max.message.bytes": "2000"})
     excluded = "config.properties.exclude = max.message.bytes\n"  # keep the small limit on the target
     records = [b"small-%d" % i for i in range(10)] + [b"L" * 5000] + [b"after-%d" % i for i in range(5)]
     produce(pair.primary, topic, records)
-    report = replicate(make_config(pair, prefix, excluded), "primary->backup", None, LocalExecutor(), timeout=30)
+    report = replicate(make_config(pair, prefix, excluded), pair.flow, None, LocalExecutor(), timeout=30)
     assert not report.ok and report.records == 0
     (error,) = report.errors
     assert "source offset 10" in error and "TOO_LARGE" in error, error
