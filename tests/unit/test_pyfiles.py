@@ -44,3 +44,14 @@ def test_the_real_package_zip_is_cached_by_content(tmp_path: Path) -> None:
     assert first.name == f"mirrorflow-{source_hash()}.zip"
     mtime = first.stat().st_mtime_ns
     assert package_zip(tmp_path) == first and first.stat().st_mtime_ns == mtime  # reused, not rebuilt
+
+
+def test_old_versions_are_pruned_when_a_new_one_is_built(tmp_path: Path) -> None:
+    import os
+
+    stale, recent = tmp_path / "mirrorflow-0000000000000000.zip", tmp_path / "mirrorflow-1111111111111111.zip"
+    stale.write_bytes(b"old")
+    recent.write_bytes(b"recent")
+    os.utime(stale, (1, 1))  # unused for a long time
+    built = package_zip(tmp_path)
+    assert built.exists() and recent.exists() and not stale.exists()

@@ -19,11 +19,16 @@ import contextlib
 import hashlib
 import os
 import tempfile
+import time
 import zipfile
 from pathlib import Path
 
 #: Fixed timestamp of every entry (the zip format's earliest): identical sources, identical bytes.
 _EPOCH = (1980, 1, 1, 0, 0, 0)
+
+#: Zips of other versions older than this are removed when a new version is built (a run that started with one
+#: has long uploaded it by then).
+KEEP_OLD_S = 24 * 3600
 
 
 def package_dir() -> Path:
@@ -82,7 +87,17 @@ def package_zip(directory: Path | None = None) -> Path:
     target = directory / f"mirrorflow-{source_hash(root)}.zip"
     if not target.exists():
         build_zip(target, root)
+        _prune(directory, keep=target)
     return target
+
+
+def _prune(directory: Path, keep: Path) -> None:
+    """Remove other versions' zips not used for :data:`KEEP_OLD_S` (a code change each time would pile them up)."""
+    cutoff = time.time() - KEEP_OLD_S
+    for old in directory.glob("mirrorflow-*.zip"):
+        with contextlib.suppress(OSError):
+            if old != keep and old.stat().st_mtime < cutoff:
+                old.unlink()
 
 
 __all__ = ["build_zip", "cache_dir", "package_dir", "package_zip", "source_hash"]
