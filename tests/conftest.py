@@ -102,21 +102,28 @@ def external_test_clusters(environ: Mapping[str, str] | None = None) -> dict[str
     return parse_test_clusters(value) if value.strip() else None
 
 
-def answers_metadata(name: str, bootstrap: str, timeout: float = 30.0) -> None:
-    """Fail the session at once, naming the variable and the cluster, if ``bootstrap`` does not answer.
+#: Clusters found not to answer, with the message: asked once per session, not once per test.
+_SILENT: dict[str, str] = {}
 
-    Why here rather than in the first test: otherwise every integration test would fail on its own
-    timeout, one after the other, with nothing saying the variable points at a cluster that is not there.
+
+def answers_metadata(name: str, bootstrap: str, timeout: float = 30.0) -> None:
+    """Fail (the test, or the session fixture and so every test using it) naming the variable and the cluster
+    if ``bootstrap`` does not answer.
+
+    Why here rather than in the test: otherwise every integration test would fail on its own timeouts, one
+    after the other, with nothing saying the variable points at a cluster that is not there.
     """
-    client = AdminClient({"bootstrap.servers": bootstrap, "allow.auto.create.topics": False})
-    try:
-        client.list_topics(timeout=timeout)
-    except KafkaException as error:
-        pytest.exit(
-            f"{TEST_CLUSTERS_VARIABLE}: cluster {name!r} at {bootstrap} did not answer a metadata request "
-            f"within {timeout:.0f} s: {error}",
-            returncode=pytest.ExitCode.USAGE_ERROR,
-        )
+    if bootstrap not in _SILENT:
+        client = AdminClient({"bootstrap.servers": bootstrap, "allow.auto.create.topics": False})
+        try:
+            client.list_topics(timeout=timeout)
+            return
+        except KafkaException as error:
+            _SILENT[bootstrap] = (
+                f"{TEST_CLUSTERS_VARIABLE}: cluster {name!r} at {bootstrap} did not answer a metadata request "
+                f"within {timeout:.0f} s: {error}"
+            )
+    pytest.fail(_SILENT[bootstrap], pytrace=False)
 
 
 #: Why each marker's tests are skipped on existing clusters (shown by ``pytest -ra``).
@@ -308,6 +315,8 @@ def own_clusters(state_dir: Path) -> Iterator[KafkaClusters]:
     """
     external = external_test_clusters()
     if external is not None:
+        for name, bootstrap in external.items():
+            answers_metadata(name, bootstrap)
         yield KafkaClusters(external["primary"], external["backup"], None, None, None, external=True)
         return
     ports = distinct_free_ports(2)
