@@ -605,7 +605,7 @@ def run_benchmark(args: argparse.Namespace, variants: list[Variant]) -> tuple[li
     workdir = Path(tempfile.mkdtemp(prefix="mirrorflow-latency-"))
     results: list[Measurement] = []
     try:
-        with clusters(args) as (source, target, embedded):
+        with clusters(args) as (source, target, embedded, _brokers):
             run_id = "r" + secrets.token_hex(3)
             records = int(args.rate * (args.warmup + args.seconds))
             load = Load(run_id, records, args.size, args.partitions, 0, 0)

@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="mirrorflow-wide-"))
     outcomes: list[Outcome] = []
     try:
-        with clusters(args) as (source, target, embedded), spark_connect(args, variants, workdir) as remote:
+        with clusters(args) as (source, target, embedded, _brokers), spark_connect(args, variants, workdir) as remote:
             load = Load("w" + secrets.token_hex(3), 0, args.size, args.partitions, args.partitions, 0)
             say(f"1. one topic of {args.partitions:,} partitions per variant on {source} (run id {load.run_id})")
             for variant in variants:

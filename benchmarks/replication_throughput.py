@@ -51,6 +51,7 @@ import argparse
 import contextlib
 import json
 import os
+import resource
 import secrets
 import shutil
 import statistics
@@ -64,7 +65,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from _common import INTERRUPTED, create_topic, embedded_clusters, say, table
+from _common import INTERRUPTED, create_topic, embedded_clusters, say, table, tree_cpu_seconds
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
@@ -137,6 +138,7 @@ class Timing:
     expected: int
     phases: dict[str, float] = field(default_factory=dict)  # the report's phases, when the library writes them
     round: int = 1  # the rate round of an N1 or N2 run
+    cpu: dict[str, float] = field(default_factory=dict)  # CPU seconds of each party during the run (see Runner)
 
 
 @dataclass
@@ -411,10 +413,21 @@ class Runner:
     """Runs one step of one variant as a subprocess and times it; keeps each run's output in a log file."""
 
     def __init__(
-        self, workdir: Path, config: Path, source: str, target: str, load: Load, master: str, remote: str
+        self,
+        workdir: Path,
+        config: Path,
+        source: str,
+        target: str,
+        load: Load,
+        master: str,
+        remote: str,
+        parties: dict[str, int] | None = None,
     ) -> None:
         self.workdir, self.config, self.source, self.target = workdir, config, source, target
         self.load, self.master, self.remote = load, master, remote
+        #: Long-lived processes whose CPU each run is charged with (embedded brokers, the local Spark Connect
+        #: server), by name; the run's own process tree is "run process".
+        self.parties = parties or {}
         self.count = 0
         script = Path(sys.executable).parent / "mirrorflow"
         self.mirrorflow = [str(script)] if script.exists() else [sys.executable, "-m", "mirrorflow.cli"]
@@ -446,10 +459,15 @@ class Runner:
         report = self.workdir / f"{self.count:03d}-{variant.alias}-{step}.json"
         output = report.with_suffix(".log")
         cmd = self.command(variant, topics, report)
+        before = {name: tree_cpu_seconds(pid) for name, pid in self.parties.items()}
+        own = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
         with output.open("w") as out:
             code = subprocess.call(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=REPO)
         wall = time.perf_counter() - started
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = {"run process": after.ru_utime + after.ru_stime - own.ru_utime - own.ru_stime}
+        cpu.update({name: tree_cpu_seconds(pid) - before[name] for name, pid in self.parties.items()})
         tail = "\n".join(output.read_text(errors="replace").splitlines()[-15:])
         if code != 0:
             raise RuntimeError(f"{variant.key} {step}: exit {code}:\n{tail}")
@@ -466,7 +484,7 @@ class Runner:
             raise RuntimeError(f"{variant.key} {step}: copied {records} records, expected {expected}:\n{tail}")
         rate = f", {records / wall:,.0f} records/s" if records >= 10_000 else ""
         say(f"    {step:<13} wall {wall:7.2f} s, run {inner:7.2f} s, {records:>9,} records{rate}")
-        return Timing(step, wall, inner, records, expected, phases, number)
+        return Timing(step, wall, inner, records, expected, phases, number, cpu)
 
 
 def measure(runner: Runner, variant: Variant, load: Load, repeats: int) -> Result:
@@ -719,13 +737,15 @@ def phase_rows(results: list[Result]) -> tuple[list[str], list[list[str]]]:
 
 
 @contextlib.contextmanager
-def clusters(args: argparse.Namespace) -> Iterator[tuple[str, str, bool]]:
-    """The two clusters: the ones given, or a fresh embedded pair (stopped however the run ends)."""
+def clusters(args: argparse.Namespace) -> Iterator[tuple[str, str, bool, dict[str, int]]]:
+    """The two clusters: the ones given, or a fresh embedded pair (stopped however the run ends), and the PIDs of
+    the embedded brokers (whose CPU each run is charged with)."""
     if args.source_bootstrap:
-        yield args.source_bootstrap, args.target_bootstrap, False
+        yield args.source_bootstrap, args.target_bootstrap, False, {}
         return
     with embedded_clusters() as pair:
-        yield pair.primary, pair.backup, True
+        pids = {f"{side} broker": pair.pid(alias) for side, alias in (("source", "primary"), ("target", "backup"))}
+        yield pair.primary, pair.backup, True, {name: pid for name, pid in pids.items() if pid is not None}
 
 
 @contextlib.contextmanager
@@ -750,10 +770,40 @@ def spark_connect(args: argparse.Namespace, variants: Sequence[Variant], workdir
         stop_local_server(directory=directory)
 
 
+def local_server_party(workdir: Path) -> dict[str, int]:
+    """The local Spark Connect server this run started (``spark_connect``), as a party charged with CPU."""
+    from mirrorflow.replication.local_connect import status
+
+    pid = status(workdir / "spark-connect").pid
+    return {"Spark server": pid} if pid else {}
+
+
+def cpu_rows(results: list[Result]) -> tuple[list[str], list[list[str]]]:
+    """CPU microseconds per record copied in the N2 runs (median over the rounds), per party and in all.
+
+    On 2 cores the parties share, a path can only beat the plain loop's rate by spending less CPU per record in
+    all, brokers included: this is the table that says whether a ratio is reachable on the machine at hand.
+    """
+    names: list[str] = []
+    for r in results:
+        for t in r.of("N2"):
+            names += [n for n in t.cpu if n not in names]
+    rows = []
+    for r in results:
+        runs = [t for t in r.of("N2") if t.cpu and t.records]
+        if not runs:
+            continue
+        per = {n: statistics.median(t.cpu.get(n, 0.0) / t.records * 1e6 for t in runs) for n in names}
+        total = statistics.median(sum(t.cpu.values()) / t.records * 1e6 for t in runs)
+        rows.append([r.variant.key, *(f"{per[n]:.1f}" for n in names), f"{total:.1f}"])
+    return ["variant", *(f"{n} us" for n in names), "all us"], rows
+
+
 def run_benchmark(args: argparse.Namespace, variants: list[Variant]) -> tuple[list[Result], Load, bool]:
     workdir = Path(tempfile.mkdtemp(prefix="mirrorflow-throughput-"))
     try:
-        with clusters(args) as (source, target, embedded), spark_connect(args, variants, workdir) as remote:
+        with clusters(args) as (source, target, embedded, parties), spark_connect(args, variants, workdir) as remote:
+            parties.update(local_server_party(workdir))
             run_id = "r" + secrets.token_hex(3)  # topic names unique to the run, for shared clusters
             load = Load(
                 run_id, args.records, args.size, args.partitions, args.tiny, TARGET_SMALL_RECORDS, args.rate_rounds
@@ -763,7 +813,7 @@ def run_benchmark(args: argparse.Namespace, variants: list[Variant]) -> tuple[li
             load_source(source, target, load, variants)
             config = workdir / "mm2.properties"
             mirrorflow_config(config, source, target, load, variants, rf, embedded)
-            runner = Runner(workdir, config, source, target, load, args.master, remote)
+            runner = Runner(workdir, config, source, target, load, args.master, remote, parties)
             results = []
             say(f"2. the variants, one after the other (run outputs in {workdir})")
             try:
@@ -892,6 +942,11 @@ def main(argv: list[str] | None = None) -> int:
     print(table(round_rows(results, load.rounds), ["marginal rate", *rounds, "median ratio"]))
     print()
     print(table(detail_rows(results), ["variant", "step", "records", "runs", "wall", "run", "wall - run"]))
+    cpu_header, rows = cpu_rows(results)
+    if rows:
+        print("\nCPU per record copied in the N2 runs (microseconds, median of the rounds; the brokers and the local")
+        print("Spark Connect server are charged for the run's duration):\n")
+        print(table(rows, cpu_header))
     phase_header, rows = phase_rows(results)
     if rows:
         print("\nwhere the time goes (median of each phase, so a row need not add up; commit is within copy):\n")
