@@ -85,6 +85,21 @@ def comparable(records: list[Any]) -> list[tuple[Any, ...]]:
     return [(r.partition, r.key, r.value, tuple(r.headers), r.timestamp) for r in records]
 
 
+def test_the_workers_have_neither_the_repository_nor_this_venv(standalone: SparkStandalone) -> None:
+    """Both workers registered with the master, each running in its scratch directory with no PYTHONPATH and
+    without this venv on PATH: nothing of this checkout is importable by what they start."""
+    from mirrorflow.processes import environ_value
+
+    status = standalone.status()
+    assert status.alive_workers == 2 and {w["state"] for w in standalone.workers_json()} == {"ALIVE"}
+    for worker in status.workers:
+        assert worker.pid is not None
+        cwd = Path(os.readlink(f"/proc/{worker.pid}/cwd"))
+        assert cwd == worker.directory / "work" and REPO not in cwd.parents
+        assert environ_value(worker.pid, "PYTHONPATH") is None
+        assert str(Path(sys.executable).parent) not in (environ_value(worker.pid, "PATH") or "").split(os.pathsep)
+
+
 @pytest.mark.parametrize("engine", ["spark-submit", "spark-connect"])
 def test_mirror_dag_copies_on_a_standalone_cluster_whose_workers_lack_mirrorflow(
     kafka_clusters: Any,
