@@ -183,7 +183,7 @@ def copy_unit(spec: UnitSpec) -> UnitResult:
     return result
 
 
-def copy_units(specs: Sequence[UnitSpec], threads: int = UNIT_THREADS) -> list[UnitResult]:
+def copy_units(specs: Sequence[UnitSpec], threads: int | None = None) -> list[UnitResult]:
     """Copy several units in this process at once, in ``threads`` threads; results in the order of ``specs``.
 
     Why: a unit with a few records to copy is all waiting, not work. ``init_transactions`` costs about 55 ms on a
@@ -193,6 +193,7 @@ def copy_units(specs: Sequence[UnitSpec], threads: int = UNIT_THREADS) -> list[U
     units of a wave never share a partition, so order within a partition is unaffected, and every unit keeps its
     own consumer, producer and transaction, so the guarantees are those of one unit per process.
     """
+    threads = UNIT_THREADS if threads is None else threads
     if len(specs) <= 1 or threads <= 1:
         # In a context of their own, as in the pool's threads: a unit's clients are not the run's (kafka_calls).
         return [contextvars.Context().run(copy_unit, spec) for spec in specs]
