@@ -49,7 +49,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from ..wire import CopiedRun, OffsetSync, source_offset_value
-from .progress import StoredProgress, fingerprint, read_stored_progress
+from .progress import StoredProgress, fingerprint, progress_since, read_stored_progress
 from .units import LossEvent, Run, UnitResult, UnitSpec
 
 # The test broker answers a fetch with a partition's whole backlog (see platform notes); a large
@@ -274,6 +274,17 @@ def _maybe_fail(spec: UnitSpec, stage: str, records: int, producer: Producer) ->
 
 
 def _stored(spec: UnitSpec) -> StoredProgress | None:
+    """The partition's stored progress now (after fencing): what the run read, updated by what was written since."""
+    if spec.progress_from >= 0:
+        return progress_since(
+            spec.target_consumer,
+            spec.progress_topic,
+            spec.progress_partition,
+            spec.progress_key,
+            spec.progress_from,
+            spec.stored,
+            spec.timeout_s,
+        )
     return read_stored_progress(
         spec.target_consumer, spec.progress_topic, spec.source_alias, [spec.progress_partition], timeout=spec.timeout_s
     ).get((spec.topic, spec.partition))

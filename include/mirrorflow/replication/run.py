@@ -32,7 +32,7 @@ from .executor import UnitExecutor
 from .history import run_summary
 from .incarnation import PartitionNow, fingerprint_offset, fingerprints_now, plan_reset, topic_ids
 from .lock import FamilyLock, LockError
-from .progress import progress_location, progress_topic, read_stored_progress
+from .progress import StoredProgress, progress_location, progress_topic, read_stored_progress
 from .units import Fault, LossEvent, Reset, ResetEvent, UnitResult, UnitSpec
 
 log = logging.getLogger(__name__)
@@ -214,6 +214,8 @@ class _Run:
         self.ledger: dict[tuple[str, int], list[tuple[int, int, int, int]]] = {}  # (first, last, records, bytes)
         self.source_ids: dict[str, str | None] = {}
         self.target_ids: dict[str, str | None] = {}
+        self.stored: dict[tuple[str, int], StoredProgress] = {}  # the progress read when the run planned
+        self.progress_reached: dict[int, int] = {}  # where that read ended, per progress partition
 
     def internal_topics(self, report: RunReport) -> tuple[int, str, bool]:
         """Create the progress and offset-syncs topics if missing; return what units need to know.
@@ -310,13 +312,15 @@ class _Run:
         ends = _offsets(self.source_admin, tps, OffsetSpec.latest(), isolation, self.timeout)
         starts = _offsets(self.source_admin, tps, OffsetSpec.earliest(), isolation, self.timeout)
         target_consumer = clients.client_properties(flow, "target", "consumer")
+        reached: dict[int, int] = {}
         stored = retrying(
             lambda: read_stored_progress(
-                target_consumer, progress_topic(flow.source), flow.source, timeout=self.timeout
+                target_consumer, progress_topic(flow.source), flow.source, timeout=self.timeout, reached=reached
             ),
             f"reading progress from {progress_topic(flow.source)} on {flow.target}",
             self.timeout,
         )
+        self.stored, self.progress_reached = stored, reached
         latest = flow.client_config("source", "consumer").get("auto.offset.reset") == "latest"
         remote = {p.source_topic: p.remote_topic for p in plans}
         self._check_incarnations(report, remote, tps, stored, starts)
@@ -493,6 +497,8 @@ class _Run:
             source_topic_id=self.source_ids.get(part.topic),
             target_topic_id=self.target_ids.get(part.remote_topic),
             reset=self.resets.get((part.topic, part.partition)),
+            stored=self.stored.get((part.topic, part.partition)),
+            progress_from=self.progress_reached.get(partition, -1),
             **common,
         )
 

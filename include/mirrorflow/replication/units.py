@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .progress import StoredProgress
+
 
 @dataclass(frozen=True)
 class LossEvent:
@@ -116,6 +118,10 @@ class UnitSpec:
     source_topic_id: str | None = None  # as the brokers report them (None: not reported)
     target_topic_id: str | None = None
     reset: Reset | None = None
+    # The run's reading of this partition's progress when it planned: the unit reads only what was written to its
+    # progress partition since ``progress_from`` (-1: read it all), with ``stored`` as the answer until then.
+    stored: StoredProgress | None = None
+    progress_from: int = -1
 
 
 @dataclass(frozen=True)
