@@ -243,6 +243,27 @@ def test_killed_task_is_retried_without_gap(
             assert sorted(set(values), key=values.index) == [r[2] for r in source if r[0] == partition]
 
 
+def test_what_a_lost_executor_committed_is_counted(
+    kafka_clusters: Any, spark_connect: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A unit killed after its first transaction committed: the retried task reports only what it copied itself."""
+    p = prefix()
+    topic = create_topic(kafka_clusters.primary, f"{p}-lost", partitions=1)
+    produce(kafka_clusters.primary, topic, [{"value": b"v%d" % i, "partition": 0} for i in range(100)])
+    marker = tmp_path / "fault-fired"
+    monkeypatch.setenv("MIRRORFLOW_FAULT", json.dumps({"after_records": 50, "marker": str(marker)}))
+    config = make_config(kafka_clusters, p, "mirrorflow.unit.max.records = 30\n")
+    executor = SparkConnectExecutor(spark_connect, f"tests/{uuid.uuid4().hex}")
+    try:
+        report = replicate(config, "primary->backup", None, executor)
+    finally:
+        executor.close()
+    assert marker.exists(), "the fault hook did not fire"
+    assert report.ok, report.errors
+    assert report.records == 100  # 30 committed by the lost attempt, 70 by the retry
+    assert committed(kafka_clusters.backup, f"primary.{topic}") == committed(kafka_clusters.primary, topic)
+
+
 def test_new_topics_and_partitions_are_picked_up(kafka_clusters: Any) -> None:
     p = prefix()
     first = create_topic(kafka_clusters.primary, f"{p}-grow", partitions=1)

@@ -528,6 +528,20 @@ class _Run:
                 result.start - 1,
                 lost,
             )
+        if result.start is not None and result.start > part.position and not result.reset_applied and not result.loss:
+            # An attempt whose result never came back (its executor died; Spark ran the unit again) committed up to
+            # here: count those offsets, or the report would say fewer records than the target received.
+            unreported = result.start - part.position
+            ledger.append((part.position, result.start - 1, unreported, 0))
+            part.records += unreported
+            log.warning(
+                "%s[%d]: %d offset(s) from %d were committed by an attempt that did not report (a lost executor, "
+                "retried); counted as copied (bytes unknown)",
+                part.topic,
+                part.partition,
+                unreported,
+                part.position,
+            )
         if result.records and result.first_offset is not None and result.last_offset is not None:
             ledger.append((result.first_offset, result.last_offset, result.records, result.bytes))
         part.records += result.records
