@@ -16,6 +16,7 @@ import pytest
 
 from mirrorflow.demo.airflow_server import AirflowServer
 from mirrorflow.devcluster import free_port
+from tests.configs import write_family_config
 from tests.kafka_helpers import create_topic, produce, read_all, topic_exists
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -23,19 +24,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 def write_config(path: Path, clusters: Any, prefix: str, family: str = "e2e", extra: str = "") -> Path:
     """One flow primary->backup with one family of the prefix's topics, run only when triggered over REST."""
-    path.write_text(
-        "clusters = primary, backup\n"
-        f"primary.bootstrap.servers = {clusters.primary}\n"
-        f"backup.bootstrap.servers = {clusters.backup}\n"
-        "primary->backup.enabled = true\n"
-        f"primary->backup.topics = {prefix}\\\\..*\n"
-        f"primary->backup.mirrorflow.families = {family}\n"
-        f"primary->backup.mirrorflow.family.{family}.topics = {prefix}\\\\..*\n"
-        f"primary->backup.mirrorflow.family.{family}.schedule = none\n"  # only the REST trigger runs it
-        "replication.factor = 1\noffset-syncs.topic.replication.factor = 1\n"
-        "offset-syncs.topic.location = target\nsync.topic.acls.enabled = false\n" + extra
-    )
-    return path
+    schedule = f"primary->backup.mirrorflow.family.{family}.schedule = none\n"  # only the REST trigger runs it
+    return write_family_config(path, clusters, prefix, schedule + extra, family=family)
 
 
 @pytest.mark.timeout(600)

@@ -11,24 +11,10 @@ from typing import Any
 import pytest
 
 from mirrorflow.devcluster import free_port
+from tests.configs import write_family_config
 from tests.kafka_helpers import admin, create_topic, produce, read_all
 
 pytestmark = pytest.mark.integration
-
-
-def write_config(path: Path, clusters: Any, prefix: str, primary: str | None = None) -> Path:
-    path.write_text(
-        "clusters = primary, backup\n"
-        f"primary.bootstrap.servers = {primary or clusters.primary}\n"
-        f"backup.bootstrap.servers = {clusters.backup}\n"
-        "primary->backup.enabled = true\n"
-        f"primary->backup.topics = {prefix}\\\\..*\n"
-        "primary->backup.mirrorflow.families = main\n"
-        f"primary->backup.mirrorflow.family.main.topics = {prefix}\\\\..*\n"
-        "replication.factor = 1\noffset-syncs.topic.replication.factor = 1\n"
-        "offset-syncs.topic.location = target\nsync.topic.acls.enabled = false\n"
-    )
-    return path
 
 
 def recreate_topic(bootstrap: str, topic: str, partitions: int) -> None:
@@ -77,7 +63,7 @@ def test_dag_test_replicates_a_family_end_to_end_with_cluster_settings_from_a_co
     # The file names a dead primary; the Airflow connection kafka_primary has the real one. Every task,
     # and the Spark app in its own process, must use the connection's.
     dead = f"127.0.0.1:{free_port()}"
-    config_file = write_config(tmp_path / "mm2.properties", kafka_clusters, prefix, primary=dead)
+    config_file = write_family_config(tmp_path / "mm2.properties", kafka_clusters, prefix, primary=dead)
     host, port = kafka_clusters.primary.rsplit(":", 1)
     monkeypatch.setenv(
         "AIRFLOW_CONN_KAFKA_PRIMARY", json.dumps({"conn_type": "generic", "host": host, "port": int(port)})

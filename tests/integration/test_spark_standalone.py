@@ -24,6 +24,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from mirrorflow.sparkcluster import SparkStandalone, bare_python
+from tests.configs import write_family_config
 from tests.kafka_helpers import create_topic, produce, read_all
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -57,21 +58,6 @@ def worker_python(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]
     wrapper.write_text(f'#!/bin/sh\necho "$$ $*" >> {calls}\nexec {python} "$@"\n')
     wrapper.chmod(0o755)
     return wrapper, calls
-
-
-def write_config(path: Path, clusters: Any, prefix: str, extra: str = "") -> Path:
-    path.write_text(
-        "clusters = primary, backup\n"
-        f"primary.bootstrap.servers = {clusters.primary}\n"
-        f"backup.bootstrap.servers = {clusters.backup}\n"
-        "primary->backup.enabled = true\n"
-        f"primary->backup.topics = {prefix}\\\\..*\n"
-        "primary->backup.mirrorflow.families = main\n"
-        f"primary->backup.mirrorflow.family.main.topics = {prefix}\\\\..*\n"
-        "replication.factor = 1\noffset-syncs.topic.replication.factor = 1\n"
-        "offset-syncs.topic.location = target\nsync.topic.acls.enabled = false\n" + extra
-    )
-    return path
 
 
 def shipped_zips(cluster: SparkStandalone) -> set[str]:
@@ -132,7 +118,7 @@ def test_mirror_dag_copies_on_a_standalone_cluster_whose_workers_lack_mirrorflow
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(connection))
 
     prefix = f"sa{uuid.uuid4().hex[:6]}"
-    config_file = write_config(tmp_path / "mm2.properties", kafka_clusters, prefix)
+    config_file = write_family_config(tmp_path / "mm2.properties", kafka_clusters, prefix)
     topic = create_topic(kafka_clusters.primary, f"{prefix}.events", partitions=3)
     sent = [
         {
@@ -210,7 +196,7 @@ def test_a_worker_killed_mid_copy_loses_and_duplicates_nothing(
     assert master is not None and standalone.status().alive_workers == 2
     prefix = f"sk{uuid.uuid4().hex[:6]}"
     partitions, per_partition = 4, 40_000
-    config_file = write_config(
+    config_file = write_family_config(
         tmp_path / "mm2.properties", kafka_clusters, prefix, extra="mirrorflow.unit.max.records = 2000\n"
     )
     topic = create_topic(kafka_clusters.primary, f"{prefix}.big", partitions=partitions)
@@ -278,7 +264,7 @@ def test_cluster_deploy_mode_report_comes_back_from_the_lock_topic(kafka_cluster
     from mirrorflow.replication.remote_report import released_report
 
     prefix = f"sr{uuid.uuid4().hex[:6]}"
-    config_file = write_config(tmp_path / "mm2.properties", kafka_clusters, prefix)
+    config_file = write_family_config(tmp_path / "mm2.properties", kafka_clusters, prefix)
     topic = create_topic(kafka_clusters.primary, f"{prefix}.events", partitions=2)
     produce(kafka_clusters.primary, topic, [{"value": b"v%d" % i, "partition": i % 2} for i in range(30)])
     flow = load_config(config_file).flow("primary", "backup")

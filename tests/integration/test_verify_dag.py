@@ -16,26 +16,10 @@ import pytest
 from mirrorflow.config import load_config
 from mirrorflow.replication.executor import LocalExecutor
 from mirrorflow.replication.run import replicate
+from tests.configs import write_family_config
 from tests.kafka_helpers import create_topic, produce
 
 pytestmark = pytest.mark.integration
-
-
-def write_config(path: Path, clusters: Any, prefix: str, webhook_url: str) -> Path:
-    path.write_text(
-        "clusters = primary, backup\n"
-        f"primary.bootstrap.servers = {clusters.primary}\n"
-        f"backup.bootstrap.servers = {clusters.backup}\n"
-        "primary->backup.enabled = true\n"
-        f"primary->backup.topics = {prefix}\\\\..*\n"
-        "primary->backup.mirrorflow.families = main\n"
-        f"primary->backup.mirrorflow.family.main.topics = {prefix}\\\\..*\n"
-        "replication.factor = 1\noffset-syncs.topic.replication.factor = 1\n"
-        "offset-syncs.topic.location = target\nsync.topic.acls.enabled = false\n"
-        "mirrorflow.unit.max.records = 7\n"
-        f"mirrorflow.alerts.webhook.url = {webhook_url}\n"
-    )
-    return path
 
 
 def states(run: Any) -> dict[str, str]:
@@ -63,7 +47,12 @@ def test_verify_dag_passes_a_clean_copy_and_fails_and_alerts_on_a_stray_record(
 
     url, received = webhook
     prefix = f"vdag{uuid.uuid4().hex[:6]}"
-    config_file = write_config(tmp_path / "mm2.properties", kafka_clusters, prefix, url)
+    config_file = write_family_config(
+        tmp_path / "mm2.properties",
+        kafka_clusters,
+        prefix,
+        f"mirrorflow.unit.max.records = 7\nmirrorflow.alerts.webhook.url = {url}\n",
+    )
     topic = create_topic(kafka_clusters.primary, f"{prefix}.events", partitions=2)
     produce(
         kafka_clusters.primary,
