@@ -50,6 +50,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import resource
 import secrets
@@ -467,7 +468,11 @@ class Runner:
         wall = time.perf_counter() - started
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = {"run process": after.ru_utime + after.ru_stime - own.ru_utime - own.ru_stime}
-        cpu.update({name: tree_cpu_seconds(pid) - before[name] for name, pid in self.parties.items()})
+        for name, pid in self.parties.items():
+            # Negative when a process of that tree ended during the run (Spark retires idle Python workers): its CPU
+            # left the sum. Unknown, then, rather than a wrong figure.
+            used = tree_cpu_seconds(pid) - before[name]
+            cpu[name] = used if used >= 0 else math.nan
         tail = "\n".join(output.read_text(errors="replace").splitlines()[-15:])
         if code != 0:
             raise RuntimeError(f"{variant.key} {step}: exit {code}:\n{tail}")
@@ -795,7 +800,8 @@ def cpu_rows(results: list[Result]) -> tuple[list[str], list[list[str]]]:
             continue
         per = {n: statistics.median(t.cpu.get(n, 0.0) / t.records * 1e6 for t in runs) for n in names}
         total = statistics.median(sum(t.cpu.values()) / t.records * 1e6 for t in runs)
-        rows.append([r.variant.key, *(f"{per[n]:.1f}" for n in names), f"{total:.1f}"])
+        cells = ["n/a" if math.isnan(per[n]) else f"{per[n]:.1f}" for n in names]
+        rows.append([r.variant.key, *cells, "n/a" if math.isnan(total) else f"{total:.1f}"])
     return ["variant", *(f"{n} us" for n in names), "all us"], rows
 
 
