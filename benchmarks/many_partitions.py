@@ -33,7 +33,6 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -43,6 +42,7 @@ from replication_throughput import (
     TARGET_SMALL_S,
     VARIANTS,
     Load,
+    Result,
     Runner,
     Timing,
     Variant,
@@ -57,21 +57,9 @@ from replication_throughput import (
 DEFAULT_VARIANTS = ("connect-eo", "inproc-eo", "plain")
 
 
-@dataclass
-class Outcome:
-    """The runs of one variant."""
-
-    variant: Variant
-    runs: list[Timing] = field(default_factory=list)
-    error: str | None = None
-
-    def of(self, step: str) -> list[Timing]:
-        return [t for t in self.runs if t.step == step]
-
-
-def measure(runner: Runner, variant: Variant, load: Load, per_partition: int, repeats: int) -> Outcome:
+def measure(runner: Runner, variant: Variant, load: Load, per_partition: int, repeats: int) -> Result:
     """First run, then ``repeats`` runs with new records in every partition and ``repeats`` with nothing new."""
-    outcome = Outcome(variant)
+    outcome = Result(variant)
     topic = load.live_topic(variant)
     say(f"  {variant.key}: {variant.label}")
     try:
@@ -100,7 +88,7 @@ def cell(runs: list[Timing]) -> str:
     return f"{statistics.median(walls):.2f} s{spread} [run {inner:.2f} s]"
 
 
-def rows(outcomes: list[Outcome], per_partition: int, partitions: int) -> list[list[str]]:
+def rows(outcomes: list[Result], per_partition: int, partitions: int) -> list[list[str]]:
     baseline = next((o for o in outcomes if o.variant.plain and o.of("new records")), None)
     base = statistics.median(t.wall for t in baseline.of("new records")) if baseline else None
     out = []
@@ -120,7 +108,7 @@ def rows(outcomes: list[Outcome], per_partition: int, partitions: int) -> list[l
     return out
 
 
-def phase_rows(outcomes: list[Outcome]) -> tuple[list[str], list[list[str]]]:
+def phase_rows(outcomes: list[Result]) -> tuple[list[str], list[list[str]]]:
     """Median of each phase of the runs with new records (where a wide family's run spends its time)."""
     names: list[str] = []
     for o in outcomes:
@@ -159,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     started = time.perf_counter()
     workdir = Path(tempfile.mkdtemp(prefix="mirrorflow-wide-"))
-    outcomes: list[Outcome] = []
+    outcomes: list[Result] = []
     try:
         with clusters(args) as (source, target, embedded, _brokers), spark_connect(args, variants, workdir) as remote:
             load = Load("w" + secrets.token_hex(3), 0, args.size, args.partitions, args.partitions, 0)
