@@ -838,7 +838,7 @@ def _syncs_producer(config: dict[str, Any]) -> Producer:
     its workers, ends with the run). In-process runs close them after each wave (``close_shared_producers``).
     Not for records: those go through the unit's own (transactional) producer.
     """
-    key = repr(sorted(config.items()))
+    key = _producer_key(config)
     with _SHARED_LOCK:
         producer = _SYNCS_PRODUCERS.get(key)
         if producer is None:

@@ -34,6 +34,19 @@ def progress_location(source_alias: str, topic: str, partition: int, num_partiti
     return key, java_partition(key, num_partitions)
 
 
+def _committed_reader(consumer_config: dict[str, Any]) -> Consumer:
+    """A consumer of committed records only, that reports the end of each partition (assign() only)."""
+    note("new consumer")
+    return Consumer(
+        {
+            **consumer_config,
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
+
+
 def read_messages(
     consumer_config: dict[str, Any],
     topic: str,
@@ -47,15 +60,7 @@ def read_messages(
     written later, a transaction open during the read included, is at that offset or after it (see
     :func:`progress_since`).
     """
-    note("new consumer")
-    consumer = Consumer(
-        {
-            **consumer_config,
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-        }
-    )
+    consumer = _committed_reader(consumer_config)
     try:
         ends: dict[int, int] = {}
         assignment = []
@@ -197,18 +202,27 @@ def read_stored_progress(
         finally:
             probe.close()
     for message in read_messages(consumer_config, topic, partitions, timeout, reached):
-        key, value = message.key(), message.value()
+        key = message.key()
         decoded = decode_source_offset_key(key) if key else None
         if decoded is None or decoded[0] != source_alias:
             continue
-        offset = decode_source_offset_value(value) if value is not None else None
-        if offset is None:
+        progress = _stored_progress(message)
+        if progress is None:
             result.pop((decoded[1], decoded[2]), None)
         else:
-            stamp_type, stamp = message.timestamp()
-            written = stamp if stamp_type and stamp >= 0 else None
-            result[(decoded[1], decoded[2])] = StoredProgress.from_message(offset, message.headers(), written)
+            result[(decoded[1], decoded[2])] = progress
     return result
+
+
+def _stored_progress(message: Any) -> StoredProgress | None:
+    """The progress a record of the progress topic stores; None for a tombstone (or a value that is no offset)."""
+    value = message.value()
+    offset = decode_source_offset_value(value) if value is not None else None
+    if offset is None:
+        return None
+    stamp_type, stamp = message.timestamp()
+    written = stamp if stamp_type and stamp >= 0 else None
+    return StoredProgress.from_message(offset, message.headers(), written)
 
 
 def progress_since(
@@ -229,15 +243,7 @@ def progress_since(
     it from the beginning took 56 ms per unit at 1,000 partitions on the embedded broker, and grows with the flow's
     age. Read committed, in order: the last record under ``key`` wins, a tombstone clears.
     """
-    note("new consumer")
-    consumer = Consumer(
-        {
-            **consumer_config,
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-        }
-    )
+    consumer = _committed_reader(consumer_config)
     result = known
     try:
         consumer.assign([TopicPartition(topic, partition, start)])
@@ -253,16 +259,8 @@ def progress_since(
                 if error.code() == KafkaError._PARTITION_EOF:
                     return result
                 raise RuntimeError(f"reading {topic}[{partition}]: {error}")
-            if message.key() != key:
-                continue
-            value = message.value()
-            if value is None:
-                result = None
-                continue
-            stamp_type, stamp = message.timestamp()
-            written = stamp if stamp_type and stamp >= 0 else None
-            offset = decode_source_offset_value(value)
-            result = None if offset is None else StoredProgress.from_message(offset, message.headers(), written)
+            if message.key() == key:
+                result = _stored_progress(message)
     finally:
         consumer.close()
 

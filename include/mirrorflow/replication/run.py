@@ -312,13 +312,15 @@ class _Run:
         ends = _offsets(self.source_admin, tps, OffsetSpec.latest(), isolation, self.timeout)
         starts = _offsets(self.source_admin, tps, OffsetSpec.earliest(), isolation, self.timeout)
         target_consumer = clients.client_properties(flow, "target", "consumer")
-        reached: dict[int, int] = {}
-        stored = retrying(
-            lambda: read_stored_progress(
+        def read_progress() -> tuple[dict[tuple[str, int], StoredProgress], dict[int, int]]:
+            reached: dict[int, int] = {}  # per attempt: a failed one's positions must not pair with a retry's answer
+            stored = read_stored_progress(
                 target_consumer, progress_topic(flow.source), flow.source, timeout=self.timeout, reached=reached
-            ),
-            f"reading progress from {progress_topic(flow.source)} on {flow.target}",
-            self.timeout,
+            )
+            return stored, reached
+
+        stored, reached = retrying(
+            read_progress, f"reading progress from {progress_topic(flow.source)} on {flow.target}", self.timeout
         )
         self.stored, self.progress_reached = stored, reached
         latest = flow.client_config("source", "consumer").get("auto.offset.reset") == "latest"
