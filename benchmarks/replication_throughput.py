@@ -66,7 +66,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from _common import INTERRUPTED, create_topic, embedded_clusters, say, table, tree_cpu_seconds
+from _common import INTERRUPTED, create_topic, embedded_clusters, say, table, tree_cpu_seconds, wait_until_quiet
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
@@ -140,6 +140,7 @@ class Timing:
     phases: dict[str, float] = field(default_factory=dict)  # the report's phases, when the library writes them
     round: int = 1  # the rate round of an N1 or N2 run
     cpu: dict[str, float] = field(default_factory=dict)  # CPU seconds of each party during the run (see Runner)
+    settled: float = 0.0  # seconds waited before the run for the embedded brokers to finish persisting
 
 
 @dataclass
@@ -423,12 +424,16 @@ class Runner:
         master: str,
         remote: str,
         parties: dict[str, int] | None = None,
+        settle: bool = True,
     ) -> None:
         self.workdir, self.config, self.source, self.target = workdir, config, source, target
         self.load, self.master, self.remote = load, master, remote
         #: Long-lived processes whose CPU each run is charged with (embedded brokers, the local Spark Connect
         #: server), by name; the run's own process tree is "run process".
         self.parties = parties or {}
+        #: Wait before each run until the embedded brokers are idle (``wait_until_quiet``): each run is then
+        #: charged with what it makes the brokers do, not with the persistence of the previous step's writes.
+        self.settle = settle
         self.count = 0
         script = Path(sys.executable).parent / "mirrorflow"
         self.mirrorflow = [str(script)] if script.exists() else [sys.executable, "-m", "mirrorflow.cli"]
@@ -460,6 +465,10 @@ class Runner:
         report = self.workdir / f"{self.count:03d}-{variant.alias}-{step}.json"
         output = report.with_suffix(".log")
         cmd = self.command(variant, topics, report)
+        brokers = [pid for name, pid in self.parties.items() if name.endswith("broker")]
+        settled = wait_until_quiet(brokers) if self.settle and brokers else 0.0
+        if settled >= 2:
+            say(f"    (waited {settled:.0f} s for the embedded brokers to finish persisting earlier writes)")
         before = {name: tree_cpu_seconds(pid) for name, pid in self.parties.items()}
         own = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
@@ -489,7 +498,7 @@ class Runner:
             raise RuntimeError(f"{variant.key} {step}: copied {records} records, expected {expected}:\n{tail}")
         rate = f", {records / wall:,.0f} records/s" if records >= 10_000 else ""
         say(f"    {step:<13} wall {wall:7.2f} s, run {inner:7.2f} s, {records:>9,} records{rate}")
-        return Timing(step, wall, inner, records, expected, phases, number, cpu)
+        return Timing(step, wall, inner, records, expected, phases, number, cpu, settled)
 
 
 def measure(runner: Runner, variant: Variant, load: Load, repeats: int) -> Result:
@@ -819,7 +828,7 @@ def run_benchmark(args: argparse.Namespace, variants: list[Variant]) -> tuple[li
             load_source(source, target, load, variants)
             config = workdir / "mm2.properties"
             mirrorflow_config(config, source, target, load, variants, rf, embedded)
-            runner = Runner(workdir, config, source, target, load, args.master, remote, parties)
+            runner = Runner(workdir, config, source, target, load, args.master, remote, parties, not args.no_settle)
             results = []
             say(f"2. the variants, one after the other (run outputs in {workdir})")
             try:
@@ -885,6 +894,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--keep-topics", action="store_true", help="on given clusters, keep the topics made")
     parser.add_argument("--keep-logs", action="store_true", help="keep every run's output and report")
+    parser.add_argument(
+        "--no-settle",
+        action="store_true",
+        help="do not wait for the embedded brokers to finish persisting the previous step's writes before a run",
+    )
     parser.add_argument("--plain-loop", help=argparse.SUPPRESS)  # internal: the baseline's subprocess
     args = parser.parse_args(argv)
     if args.plain_loop:
@@ -923,6 +937,16 @@ def main(argv: list[str] | None = None) -> int:
     brokers = "embedded noida-db brokers" if embedded else f"{args.source_bootstrap} -> {args.target_bootstrap}"
     print(f"\nmirrorflow replication throughput, {started_at}, {os.cpu_count()} CPU(s), {brokers}")
     print(f"command: {command}  (whole run {time.perf_counter() - started:.0f} s)")
+    if embedded:
+        waited = sum(t.settled for r in results for t in r.runs)
+        print(
+            "before each run: "
+            + (
+                f"waited for the brokers to finish persisting earlier writes ({waited:.0f} s in all)"
+                if not args.no_settle
+                else "no wait for the brokers' background persistence (--no-settle)"
+            )
+        )
     print(
         f"load: N2 = {load.records:,} and N1 = {load.n1:,} records of {load.size} bytes in {load.partitions} "
         f"partitions; tiny = {load.tiny}, small = {load.small:,}; fixed costs: median of {args.repeats} "

@@ -366,3 +366,17 @@ def test_a_large_wave_is_spread_over_a_bounded_number_of_tasks() -> None:
     assert copy.task_groups(1) == 1
     assert copy.task_groups(copy.TASK_UNITS) == copy.TASK_UNITS  # one unit per task, as before
     assert copy.task_groups(1000) == copy.TASK_UNITS
+
+
+def test_the_source_consumer_reads_ahead_a_bounded_amount_unless_the_flow_says_otherwise(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """librdkafka's default read-ahead (100,000 records / 64 MiB) fetched records past a unit's end that were thrown
+    away, and on a broker answering end-of-partition fetches at once it turned into a fetch loop (issue 11)."""
+    made: list[dict[str, Any]] = []
+    monkeypatch.setattr(copy, "Consumer", lambda config: made.append(config))
+    copy._source_consumer(unit())
+    copy._source_consumer(unit(source_consumer={"queued.min.messages": 500, "queued.max.messages.kbytes": 1024}))
+    assert (made[0]["queued.min.messages"], made[0]["queued.max.messages.kbytes"]) == (10_000, 32 * 1024)
+    assert (made[1]["queued.min.messages"], made[1]["queued.max.messages.kbytes"]) == (500, 1024)
+    assert all(config["enable.partition.eof"] and config["auto.offset.reset"] == "error" for config in made)

@@ -89,9 +89,20 @@ _CONSUME_WAIT_S = 0.1
 #: ``init_transactions`` could ask for its producer id: 55 ms per unit at 100 ms, 17 ms at 20 ms (measured on the
 #: embedded broker). A unit of a few records is mostly such waits. Reconnecting after a failure still backs off
 #: exponentially up to ``reconnect.backoff.max.ms``.
-#: Consumer: one partition per consumer, so a fetch may bring more of it than librdkafka's 1 MiB default.
+#: Consumer: one partition per consumer, so a fetch may bring more of it than librdkafka's 1 MiB default. Its
+#: read-ahead is bounded (10,000 records or 32 MiB, against librdkafka's 100,000 and 64 MiB): a unit copies up to
+#: an end offset, and records fetched past it are thrown away when the unit closes (on a live topic, every run
+#: fetched up to 64 MiB the next run fetched again). A copier hands records to its producer far slower than
+#: a fetch brings them, so it keeps a few seconds of work queued either way. On a broker that answers a fetch at
+#: the end of a partition at once instead of waiting ``fetch.wait.max.ms`` (the embedded test broker does), a
+#: consumer that had read ahead to the end sent ~9,500 empty fetches a second for as long as the copy took, a
+#: third of a core of broker per partition (measured); the bound ends that.
 PRODUCER_DEFAULTS: dict[str, Any] = {"linger.ms": 20, "reconnect.backoff.ms": 20}
-CONSUMER_DEFAULTS: dict[str, Any] = {"max.partition.fetch.bytes": 8 * 1024 * 1024}
+CONSUMER_DEFAULTS: dict[str, Any] = {
+    "max.partition.fetch.bytes": 8 * 1024 * 1024,
+    "queued.min.messages": 10_000,
+    "queued.max.messages.kbytes": 32 * 1024,
+}
 
 KEEP_PRODUCERS = 16
 """Idle record producers kept per process (least recently used dropped first): each holds connections and a
