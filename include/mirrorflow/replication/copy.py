@@ -72,18 +72,6 @@ job, and a broker that answers a fetch with a partition's whole backlog (the emb
 that backlog again to every new consumer: 1,000,000 records in 4 partitions took 42 s as 16 units, against 7 s for
 the first 250,000 (issue 11)."""
 
-CONSUME_BATCH = 5_000
-CONSUME_BYTES = 16 * 1024 * 1024
-"""Records asked of the consumer per call: at most ``CONSUME_BATCH``, about ``CONSUME_BYTES`` at the unit's
-record size so far, and never more than the unit still needs (so the call returns as soon as the last of them is
-there). Both are half of the consumer's read-ahead (``CONSUMER_DEFAULTS``), so a call leaves records queued and
-librdkafka does not fetch again while the unit is still working through what it has; at 50,000 records a call
-emptied the queue each time, and a fetcher already at the partition's end then looped on empty fetches against a
-broker that answers them at once (the embedded test broker). Measured on 400,000 records in 4 partitions on the
-2 cores, exactly-once, back-to-back pairs while a test suite also ran: CPU per record copied, all parties, 34-40 us
--> 21-28 us in-process and 40 -> 35 us on Spark Connect, the copier's own share included. A call costs the same for
-one record as for thousands, so 200 calls instead of 20 per million records are nothing (issue 11)."""
-
 #: How long one consume call waits when fewer records than asked are there (a transactional source's markers
 #: and aborted records take offsets without being delivered); the unit's own timeout is counted across calls.
 _CONSUME_WAIT_S = 0.1
@@ -110,6 +98,18 @@ CONSUMER_DEFAULTS: dict[str, Any] = {
     "queued.min.messages": 10_000,
     "queued.max.messages.kbytes": 32 * 1024,
 }
+
+CONSUME_BATCH: int = CONSUMER_DEFAULTS["queued.min.messages"] // 2  # 5,000
+CONSUME_BYTES: int = CONSUMER_DEFAULTS["queued.max.messages.kbytes"] * 1024 // 2  # 16 MiB
+"""Records asked of the consumer per call: at most ``CONSUME_BATCH``, about ``CONSUME_BYTES`` at the unit's
+record size so far, and never more than the unit still needs (so the call returns as soon as the last of them is
+there). Both are half of the consumer's read-ahead (``CONSUMER_DEFAULTS``), so a call leaves records queued and
+librdkafka does not fetch again while the unit is still working through what it has; at 50,000 records a call
+emptied the queue each time, and a fetcher already at the partition's end then looped on empty fetches against a
+broker that answers them at once (the embedded test broker). Measured on 400,000 records in 4 partitions on the
+2 cores, exactly-once, back-to-back pairs while a test suite also ran: CPU per record copied, all parties, 34-40 us
+-> 21-28 us in-process and 40 -> 35 us on Spark Connect, the copier's own share included. A call costs the same for
+one record as for thousands, so 200 calls instead of 20 per million records are nothing (issue 11)."""
 
 KEEP_PRODUCERS = 16
 """Idle record producers kept per process (least recently used dropped first): each holds connections and a

@@ -312,6 +312,7 @@ class _Run:
         ends = _offsets(self.source_admin, tps, OffsetSpec.latest(), isolation, self.timeout)
         starts = _offsets(self.source_admin, tps, OffsetSpec.earliest(), isolation, self.timeout)
         target_consumer = clients.client_properties(flow, "target", "consumer")
+
         def read_progress() -> tuple[dict[tuple[str, int], StoredProgress], dict[int, int]]:
             reached: dict[int, int] = {}  # per attempt: a failed one's positions must not pair with a retry's answer
             stored = read_stored_progress(
