@@ -6,6 +6,12 @@ count (a record is copied to the *same* partition number), and the configs and A
 ``sync.topic.configs``, ``sync.topic.acls``); mirrorflow does it at the start of each run, so a run never
 copies into a topic that is missing or too small, and an operator sees in the run report what changed.
 
+ACLs are the exception: they are synced on MM2's timer, once per ``sync.topic.acls.interval.seconds``, and at
+once for a topic the run creates. Why: a scheduled run every 30 s asking the source for all its ACLs is a
+load MM2 never puts on a cluster, and on the embedded broker one DescribeAcls cost seconds of a core (it
+re-persists everything it holds; BENCHMARKS.md). When ACLs were last synced is what the caller knows (the
+run reads it from the run history on the lease log, ``replication/history.py``); unknown means now.
+
 Rules follow MM2 (reference: mm2-behaviour.md 3.4, 4.3, 4.4, 6): topics are created with the source
 partition count, ``replication.factor`` and the source configs filtered by ``targetConfig``; partitions
 are only ever added; configs are changed incrementally; ACLs are only ever created, never deleted.
@@ -78,8 +84,10 @@ class CreatedTopic:
 class PreparationReport:
     """What ``prepare_target`` did, keyed by *source* topic (the remote name is in each plan).
 
-    ``acl_sync`` says whether ACL sync ran at all ("synced", "disabled", or why it was skipped), because
-    a cluster without an authorizer is normal and must not look like an error.
+    ``acl_sync`` says whether ACL sync ran at all ("synced", "disabled", or why it was skipped or not due),
+    because a cluster without an authorizer is normal and must not look like an error. ``acls_synced_ms``
+    is when this preparation synced them (ms since the epoch; None: it did not, or it failed), for the
+    run history that decides when the next sync is due.
     """
 
     created: dict[str, CreatedTopic] = field(default_factory=dict)
@@ -88,6 +96,7 @@ class PreparationReport:
     acls_created: dict[str, list[AclBinding]] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
     acl_sync: str = "disabled"
+    acls_synced_ms: int | None = None
 
     def add_error(self, topic: str, message: str) -> None:
         """Record a topic-level problem; a second problem of the same topic is appended, not lost."""
@@ -107,6 +116,7 @@ class PreparationReport:
             "acls_created": {t: [acl_to_dict(b) for b in acls] for t, acls in sorted(self.acls_created.items())},
             "errors": dict(sorted(self.errors.items())),
             "acl_sync": self.acl_sync,
+            "acls_synced_ms": self.acls_synced_ms,
         }
 
 
@@ -470,13 +480,19 @@ def _sync_acls(
     timeout: float,
     report: PreparationReport,
 ) -> None:
-    """Create the remote counterparts of the source's topic ACLs; never deletes any."""
+    """Create the remote counterparts of the source's topic ACLs; never deletes any.
+
+    ``report.acls_synced_ms`` is set when the sync is done, including when a side has no authorizer (asking
+    again before the interval would not change that); a failure leaves it None, so the next run tries again.
+    """
+    started_ms = int(time.time() * 1000)
     try:
         source_bindings = _wait(source_admin.describe_acls(_ANY_TOPIC_ACL, request_timeout=timeout), timeout)
     except Exception as exc:  # noqa: BLE001 - ACL sync failing must not fail the run
         if _error_code(exc) == KafkaError.SECURITY_DISABLED:
             _log_no_authorizer(flow, "source")
             report.acl_sync = "skipped: the source cluster has no authorizer"
+            report.acls_synced_ms = started_ms
         else:
             report.acl_sync = f"failed: cannot describe source ACLs: {_error_text(exc, timeout)}"
             log.warning("flow %s: ACL sync %s", flow.name, report.acl_sync)
@@ -484,8 +500,13 @@ def _sync_acls(
     report.acl_sync = "synced"
     present = set(_target_topic_acls(target_admin, timeout))
     wanted = [b for b in remote_acl_bindings(flow, source_bindings, plans) if b not in present]
+    failed = 0
     if wanted:
-        _create_acls(flow, wanted, {p.remote_topic: p.source_topic for p in plans}, target_admin, timeout, report)
+        failed = _create_acls(
+            flow, wanted, {p.remote_topic: p.source_topic for p in plans}, target_admin, timeout, report
+        )
+    if not failed:
+        report.acls_synced_ms = started_ms
 
 
 def _target_topic_acls(target_admin: AdminClient, timeout: float) -> list[AclBinding]:
@@ -506,8 +527,11 @@ def _create_acls(
     target_admin: AdminClient,
     timeout: float,
     report: PreparationReport,
-) -> None:
-    """CreateAcls is idempotent in Kafka: an existing binding is created again without error."""
+) -> int:
+    """Create ``wanted`` on the target; the number of bindings that failed (each is a topic error in ``report``).
+
+    CreateAcls is idempotent in Kafka: an existing binding is created again without error."""
+    failed = 0
     futures = target_admin.create_acls(list(wanted), request_timeout=timeout)
     for binding, future in futures.items():
         topic = source_of[binding.name]
@@ -519,8 +543,22 @@ def _create_acls(
                 report.acl_sync = "skipped: the target cluster has no authorizer"
                 continue
             report.add_error(topic, f"cannot create ACL {binding} on the target: {_error_text(exc, timeout)}")
+            failed += 1
             continue
         report.acls_created.setdefault(topic, []).append(binding)
+    return failed
+
+
+def acl_sync_not_due(flow: FlowConfig, last_synced_ms: int | None, now_ms: int) -> str | None:
+    """Why ACLs need no sync now (for the report), or None when one is due: never synced (as far as the caller
+    knows), or ``sync.topic.acls.interval.seconds`` passed since the last sync."""
+    if last_synced_ms is None:
+        return None
+    interval_s = flow.get_int("sync.topic.acls.interval.seconds")
+    age_s = (now_ms - last_synced_ms) / 1000
+    if age_s >= interval_s:
+        return None
+    return f"not due: synced {max(0.0, age_s):.0f} s ago, every {interval_s} s (sync.topic.acls.interval.seconds)"
 
 
 # ------------------------------------------------------------------------------------------- preparation
@@ -532,11 +570,16 @@ def prepare_target(
     source_admin: AdminClient,
     target_admin: AdminClient,
     timeout: float = 30,
+    *,
+    acls_synced_ms: int | None = None,
+    acls_deferred: str | None = None,
 ) -> PreparationReport:
     """Make the target ready for copying ``plans``: topics, partitions, configs and ACLs, as MM2 keeps them.
 
-    Raises only if the target's topic list cannot be read (nothing can be decided without it); every
-    topic-level problem is in ``report.errors``.
+    ACLs are synced when due (``acl_sync_not_due`` with ``acls_synced_ms``, the last sync the caller knows
+    of) or when a topic was created; ``acls_deferred``, a reason, leaves them to another step (the report
+    says it). Raises only if the target's topic list cannot be read (nothing can be decided without it);
+    every topic-level problem is in ``report.errors``.
     """
     report = PreparationReport()
     counts = _partition_counts(target_admin, timeout)
@@ -554,7 +597,14 @@ def prepare_target(
     if sync_configs:
         _sync_configs(flow, existing, source_configs, target_admin, timeout, report)
     if flow.get_bool("sync.topic.acls.enabled"):
-        _sync_acls(flow, plans, source_admin, target_admin, timeout, report)
+        # A topic created now gets its ACLs now, not up to an interval later.
+        not_due = None if report.created else acl_sync_not_due(flow, acls_synced_ms, int(time.time() * 1000))
+        if acls_deferred:
+            report.acl_sync = f"deferred: {acls_deferred}"
+        elif not_due:
+            report.acl_sync = not_due
+        else:
+            _sync_acls(flow, plans, source_admin, target_admin, timeout, report)
 
     changed = {c.remote_topic: c.partitions for c in report.created.values()}
     changed.update({p.remote_topic: p.partitions for p in plans if p.source_topic in report.partitions_added})
@@ -584,12 +634,18 @@ def prepare_family(
     target_admin: AdminClient,
     only_topics: set[str] | None = None,
     timeout: float = 30,
+    *,
+    acls_synced_ms: int | None = None,
+    acls_deferred: str | None = None,
 ) -> tuple[list[TopicPlan], PreparationReport]:
     """Discover a family's source topics (optionally only some) and prepare the target for them.
 
     Returns the plans the target is ready for (topics with a preparation error are left out) and the
-    report. The mirror DAG's prepare step and every replication run call this same function.
+    report. The mirror DAG's prepare step and every replication run call this same function; the ACL
+    arguments are ``prepare_target``'s.
     """
     plans = only(discover(flow, family, source_admin, timeout), only_topics, flow, family, "replicate")
-    report = prepare_target(flow, plans, source_admin, target_admin, timeout)
+    report = prepare_target(
+        flow, plans, source_admin, target_admin, timeout, acls_synced_ms=acls_synced_ms, acls_deferred=acls_deferred
+    )
     return [p for p in plans if p.source_topic not in report.errors], report

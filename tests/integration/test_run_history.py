@@ -29,15 +29,18 @@ pytestmark = pytest.mark.integration
 LATE_AGE_S = 600  # the age of the records left behind
 
 
-def history_config(clusters: Any) -> tuple[MirrorConfig, str, str]:
-    """A flow of its own (a fresh alias of the primary cluster), so its history holds this test's runs only."""
-    alias = f"rh{uuid.uuid4().hex[:8]}"
+def history_config(
+    clusters: Any, acls: str = "sync.topic.acls.enabled = false", alias: str | None = None
+) -> tuple[MirrorConfig, str, str]:
+    """A flow of its own (a fresh alias of the primary cluster unless ``alias`` is given), so its history holds
+    this test's runs only; ``acls``: the ACL sync's properties."""
+    alias = alias or f"rh{uuid.uuid4().hex[:8]}"
     prefix = f"{alias}-t"
     text = (
         f"clusters = {alias}, backup\n{alias}.bootstrap.servers = {clusters.primary}\n"
         f"backup.bootstrap.servers = {clusters.backup}\n{alias}->backup.enabled = true\n"
         f"{alias}->backup.topics = {prefix}-.*\nreplication.factor = 1\noffset-syncs.topic.replication.factor = 1\n"
-        f"offset-syncs.topic.location = target\nsync.topic.acls.enabled = false\n"
+        f"offset-syncs.topic.location = target\n{acls}\n"
         f"{alias}->backup.mirrorflow.families = orders, payments\n"
         f"{alias}->backup.mirrorflow.family.orders.topics = {prefix}-orders.*\n"
         f"{alias}->backup.mirrorflow.family.payments.topics = {prefix}-payments.*\n"
@@ -141,3 +144,38 @@ def test_history_of_a_target_without_a_lock_topic_is_empty(kafka_clusters: Any) 
     consumer = {"bootstrap.servers": kafka_clusters.primary}
     assert read_run_history(consumer, f"nobody{uuid.uuid4().hex[:6]}->primary", 0, timeout=10) == []
     assert topic_exists(kafka_clusters.primary, LOCK_TOPIC) == existed
+
+
+def test_acls_are_synced_once_per_interval_across_runs_through_the_history(kafka_clusters: Any) -> None:
+    """The run that creates the remote topic syncs ACLs; the runs after it, of every family or one family, find
+    that sync in the history their lock claim read back and do not ask the source again until the interval ends.
+    """
+    config, flow_name, prefix = history_config(kafka_clusters, acls="")  # MM2's defaults: on, every 600 s
+    topic = create_topic(kafka_clusters.primary, f"{prefix}-orders", partitions=1)
+    produce(kafka_clusters.primary, topic, [{"value": b"v", "partition": 0}])
+    before_ms = int(time.time() * 1000)
+
+    first = replicate(config, flow_name, None, LocalExecutor())
+    again = replicate(config, flow_name, None, LocalExecutor())
+    family = replicate(config, flow_name, "orders", LocalExecutor())
+
+    assert first.ok and again.ok and family.ok, (first.errors, again.errors, family.errors)
+    synced_ms = first.preparation["acls_synced_ms"]
+    assert synced_ms is not None and synced_ms >= before_ms, first.preparation
+    assert first.kafka_calls["by_kind"].get("admin describe_acls", 0) >= 1
+    for later in (again, family):
+        assert later.preparation["acl_sync"].startswith("not due: "), later.preparation
+        assert "admin describe_acls" not in later.kafka_calls["by_kind"], later.kafka_calls
+
+    source, _, target = flow_name.partition("->")
+    consumer = clients.client_properties(config.flow(source, target), "target", "consumer")
+    history = read_run_history(consumer, flow_name, before_ms - 1000, timeout=10)
+    assert [r.run.get("acls_synced_ms") for r in history] == [synced_ms] * 3, "every release carries the last sync"
+
+    time.sleep(1.5)  # then the same flow with a 1 s interval: the sync is due again
+    alias = flow_name.partition("->")[0]
+    shorter, _, _ = history_config(kafka_clusters, acls="sync.topic.acls.interval.seconds = 1", alias=alias)
+    due = replicate(shorter, flow_name, None, LocalExecutor())
+    assert due.ok, due.errors
+    assert due.preparation["acls_synced_ms"] > synced_ms, due.preparation
+    assert due.kafka_calls["by_kind"].get("admin describe_acls", 0) >= 1

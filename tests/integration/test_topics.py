@@ -27,6 +27,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from mirrorflow import kafka_calls
 from mirrorflow.clients import admin
 from mirrorflow.config import FamilyConflictError, FlowConfig, parse_config
 from mirrorflow.topics import (
@@ -323,6 +324,56 @@ def test_acl_sync_never_fails_the_preparation(kafka_clusters, topic_factory):
 
     assert report.errors == {}
     assert report.acl_sync == "synced" or report.acl_sync.startswith("skipped: ")
+
+
+def prepare_counting(flow: FlowConfig, **acls) -> tuple[PreparationReport, dict[str, int]]:
+    """``prepare_target`` with ``acls`` arguments; the report and the admin calls it made, by name."""
+    plans = discover(flow, None, admin(flow, "source"), timeout=TIMEOUT)
+    source, target = admin(flow, "source"), admin(flow, "target")
+    with kafka_calls.counting() as calls:
+        report = prepare_target(flow, plans, source, target, timeout=TIMEOUT, **acls)
+    return report, dict(calls)
+
+
+def test_acls_are_synced_once_per_interval(kafka_clusters, topic_factory):
+    topic = topic_factory(kafka_clusters.primary)
+    flow = only(kafka_clusters, topic)  # MM2's defaults: ACL sync on, every 600 s
+    plan_and_prepare(flow)  # the remote topic exists from here on
+    now_ms = int(time.time() * 1000)
+
+    recent, recent_calls = prepare_counting(flow, acls_synced_ms=now_ms - 5_000)
+    assert recent.acl_sync.startswith("not due: synced ") and "every 600 s" in recent.acl_sync, recent.acl_sync
+    assert recent.acls_synced_ms is None and "admin describe_acls" not in recent_calls
+
+    due, due_calls = prepare_counting(flow, acls_synced_ms=now_ms - 600_000)
+    assert due.acl_sync == "synced" or due.acl_sync.startswith("skipped: "), due.acl_sync
+    assert due.acls_synced_ms is not None and due.acls_synced_ms >= now_ms
+    assert due_calls.get("admin describe_acls", 0) >= 1
+
+    unknown, _ = prepare_counting(flow)
+    assert unknown.acls_synced_ms is not None, "no sync known: one is due"
+
+
+def test_a_topic_created_now_gets_its_acls_now(kafka_clusters, topic_factory):
+    topic = topic_factory(kafka_clusters.primary)
+    flow = only(kafka_clusters, topic)
+
+    report, calls = prepare_counting(flow, acls_synced_ms=int(time.time() * 1000))
+
+    assert list(report.created) == [topic]
+    assert report.acl_sync == "synced" or report.acl_sync.startswith("skipped: "), report.acl_sync
+    assert report.acls_synced_ms is not None and calls.get("admin describe_acls", 0) >= 1
+
+
+def test_deferred_acls_are_left_alone_and_reported(kafka_clusters, topic_factory):
+    topic = topic_factory(kafka_clusters.primary)
+    flow = only(kafka_clusters, topic)
+
+    report, calls = prepare_counting(flow, acls_deferred="the run syncs them")
+
+    assert list(report.created) == [topic], "the rest of the preparation is done"
+    assert report.acl_sync == "deferred: the run syncs them" and report.acls_synced_ms is None
+    assert "admin describe_acls" not in calls
 
 
 def test_acl_sync_disabled_is_reported(kafka_clusters, topic_factory):

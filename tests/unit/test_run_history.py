@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from mirrorflow.replication.history import LOSS_EVENTS_KEPT, RunRecord, parse_history, run_summary
+from mirrorflow.replication.history import LOSS_EVENTS_KEPT, RunRecord, last_acl_sync, parse_history, run_summary
 
 
 def part(topic: str, number: int, records: int, lag: int, lag_s: float | None, status: str = "copied") -> dict:
@@ -117,3 +117,26 @@ def test_history_keeps_the_flows_released_runs_with_a_summary_in_log_order() -> 
     assert history[0].covers("orders") and not history[0].covers("payments")
     assert history[1].covers("payments"), "a run over every family counts for every family"
     assert parse_history([], "a->b") == []
+
+
+def test_the_last_acl_sync_is_the_newest_of_the_runs_that_covered_the_scope() -> None:
+    records = [
+        lease("h1", "release", 100, run={"acls_synced_ms": 1_000}),
+        lease("h2", "release", 110, scope=["*"], run={"acls_synced_ms": 2_000}),
+        lease("h3", "release", 120, scope=["payments"], run={"acls_synced_ms": 3_000}),  # another family
+        lease("h4", "release", 130, run={"records": 1}),  # no sync known to that run
+        lease("h5", "release", 140, run={"acls_synced_ms": "3500"}),  # not a number: ignored
+    ]
+    history = parse_history(records, "a->b")
+    assert last_acl_sync(history, ["orders"]) == 2_000, "a run over every family synced the family's ACLs too"
+    assert last_acl_sync(history, ["payments"]) == 3_000
+    assert last_acl_sync(history, ["*"]) == 2_000, "a one-family run never synced every family's ACLs"
+    assert last_acl_sync(history, ["orders", "payments"]) == 2_000
+    assert last_acl_sync([], ["orders"]) is None
+
+
+def test_the_summary_carries_the_last_acl_sync_only_when_known() -> None:
+    assert "acls_synced_ms" not in run_summary(report(), started_ms=0, seconds=1, family_of=family_of)
+    run = run_summary(report(), started_ms=0, seconds=1, family_of=family_of, acls_synced_ms=1_700_000_000_000)
+    assert run["acls_synced_ms"] == 1_700_000_000_000
+    assert json.loads(json.dumps(run)) == run

@@ -94,14 +94,16 @@ def run_summary(
     seconds: float,
     family_of: Callable[[str], str],
     crashed: bool = False,
+    acls_synced_ms: int | None = None,
 ) -> dict[str, Any]:
     """The ``"run"`` value of a release record, from a run report's ``to_dict()`` (pure: unit-tested).
 
     ``family_of`` names a source topic's family (the flow's ``family_of``); ``seconds`` is the run's time up to
-    its release.
+    its release; ``acls_synced_ms``, when the holder last synced the scope's topic ACLs (``last_acl_sync``).
     """
     partitions = report.get("partitions") or []
     losses = list(report.get("loss_events") or [])
+    acls = {} if acls_synced_ms is None else {"acls_synced_ms": int(acls_synced_ms)}
     return {
         "started_ms": int(started_ms),
         "seconds": round(float(seconds), 3),
@@ -114,7 +116,23 @@ def run_summary(
         "families": _family_totals(partitions, family_of),
         "loss_events": [dict(e) for e in losses[:LOSS_EVENTS_KEPT]],
         "loss_events_total": len(losses),
+        **acls,
     }
+
+
+def last_acl_sync(runs: Iterable[RunRecord], scope: Iterable[str]) -> int | None:
+    """When a run whose scope covers all of ``scope`` last synced topic ACLs (ms since the epoch), or None.
+
+    A run over every family covers each family; a one-family run does not cover a run over all of them, whose
+    topics it never looked at. The time is the syncing host's clock: skew only shifts MM2's timer a little.
+    """
+    scope = tuple(scope)
+    times = [
+        int(r.run["acls_synced_ms"])
+        for r in runs
+        if isinstance(r.run.get("acls_synced_ms"), int) and all(r.covers(family) for family in scope)
+    ]
+    return max(times, default=None)
 
 
 # -------------------------------------------------------------------------------------------- reading
@@ -218,4 +236,12 @@ def read_run_history(consumer_config: dict[str, Any], flow: str, since_ms: int, 
     return parse_history(records, flow)
 
 
-__all__ = ["HistoryError", "RunRecord", "parse_history", "read_run_history", "run_result", "run_summary"]
+__all__ = [
+    "HistoryError",
+    "RunRecord",
+    "last_acl_sync",
+    "parse_history",
+    "read_run_history",
+    "run_result",
+    "run_summary",
+]

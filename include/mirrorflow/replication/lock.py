@@ -213,6 +213,7 @@ class FamilyLock:
         ttl_s: float = 30.0,
         wait_s: float = 60.0,
         replication_factor: int = -1,
+        lookback_s: float = 0.0,
     ) -> None:
         if ttl_s <= 0:
             raise ValueError(f"the lock TTL must be positive, not {ttl_s}")
@@ -222,6 +223,9 @@ class FamilyLock:
         if ALL_FAMILIES in self.scope:
             self.scope = (ALL_FAMILIES,)
         self.ttl_ms = max(1, int(ttl_s * 1000))
+        # How far back the claim reads the log: every lease that can still be alive, and at least ``lookback_s``
+        # of run history (capped by what the log keeps) for whoever needs it (``read_back``).
+        self.lookback_ms = max(LOOKBACK_MIN_MS, 2 * self.ttl_ms, min(int(lookback_s * 1000), RETENTION_MIN_MS))
         self.wait_s = wait_s
         self.replication_factor = replication_factor
         self.holder_id = uuid.uuid4().hex
@@ -239,6 +243,12 @@ class FamilyLock:
         # The run's summary, set by the run before it exits: the release record carries it under "run", so the
         # cluster keeps a history of runs without Airflow (history.py reads it back; lease readers ignore it).
         self.summary: dict[str, Any] | None = None
+        # The log as the claim read it, (key, value, timestamp) up to the claim: the recent run history for free
+        # (the run reads when ACLs were last synced from it, history.py).
+        self.read_back: list[tuple[bytes | None, bytes | None, int]] = []
+        # When the holder last synced topic ACLs (ms since the epoch), kept across the batches of a continuous run
+        # and written into the release's summary; None until known.
+        self.acls_synced_ms: int | None = None
 
     @property
     def name(self) -> str:
@@ -408,8 +418,8 @@ class FamilyLock:
                 LOCK_TOPIC,
                 self.margin_s,
             )
-        lookback = max(LOOKBACK_MIN_MS, 2 * self.ttl_ms)
-        records = self._read(timestamp - lookback, offset, deadline)
+        records = self._read(timestamp - self.lookback_ms, offset, deadline)
+        self.read_back = records
         return blockers(records, self.holder_id, self.flow, self.scope, timestamp)
 
     def __enter__(self) -> Self:

@@ -29,7 +29,7 @@ from ..config.model import FlowConfig, MirrorConfig, parse_duration
 from ..internal_topics import InternalTopic, ensure_internal_topic
 from .copy import is_retriable, kafka_words
 from .executor import UnitExecutor
-from .history import run_summary
+from .history import last_acl_sync, parse_history, run_summary
 from .incarnation import PartitionNow, fingerprint_offset, fingerprints_now, plan_reset, topic_ids
 from .lock import FamilyLock, LockError
 from .progress import StoredProgress, progress_location, progress_topic, read_stored_progress
@@ -255,8 +255,16 @@ class _Run:
         flow = self.flow
         with phase(report, "prepare"):
             plans, prepared = topics.prepare_family(
-                flow, self.family, self.source_admin, self.target_admin, self.only_topics, self.timeout
+                flow,
+                self.family,
+                self.source_admin,
+                self.target_admin,
+                self.only_topics,
+                self.timeout,
+                acls_synced_ms=_acls_synced_ms(flow, lock),
             )
+            if prepared.acls_synced_ms is not None and self.only_topics is None:  # a subset does not reset the timer
+                lock.acls_synced_ms = prepared.acls_synced_ms
             report.preparation = prepared.to_dict()
             for topic, error in prepared.errors.items():
                 report.errors.append(f"{topic}: {error}")
@@ -583,14 +591,25 @@ def _enabled_flow(config: MirrorConfig, flow_name: str, family: str | None, requ
 def family_lock(flow: FlowConfig, family: str | None, timeout: float = 60.0) -> FamilyLock:
     """The lease on what a run copies: one family of the flow, or every family (``*``) when ``family`` is None,
     so a run over all topics and a one-family run exclude each other. ``timeout`` bounds the wait for a target
-    that is not ready yet (see ``lock.py``)."""
+    that is not ready yet (see ``lock.py``). The claim reads back one ACL sync interval of run history (and a
+    minute for the syncing run's length), so that a sync that is not due yet is always in what it read."""
+    acl_interval = flow.get_int("sync.topic.acls.interval.seconds") if flow.get_bool("sync.topic.acls.enabled") else 0
     return FamilyLock(
         clients.client_properties(flow, "target", "admin"),
         flow.name,
         [family] if family else None,
         ttl_s=flow.get_seconds("mirrorflow.lock.ttl"),
         wait_s=timeout,
+        lookback_s=acl_interval + 60 if acl_interval else 0,
     )
+
+
+def _acls_synced_ms(flow: FlowConfig, lock: FamilyLock) -> int | None:
+    """When the lock's scope last had its topic ACLs synced: by this holder (an earlier batch), else by the
+    newest run in the history its claim read back (None: not within the interval, so a sync is due)."""
+    if lock.acls_synced_ms is None:
+        lock.acls_synced_ms = last_acl_sync(parse_history(lock.read_back, flow.name), lock.scope)
+    return lock.acls_synced_ms
 
 
 def replicate(
@@ -646,7 +665,7 @@ def _replicate(
         crashed = False
     finally:
         if claimed is not None:  # the release this call writes carries the run's summary (history.py)
-            claimed.summary = summarize(flow, report, started_ms, time.monotonic() - started, crashed)
+            claimed.summary = summarize(flow, report, started_ms, time.monotonic() - started, crashed, claimed)
         with phase(report, "release"):
             held_here.close()
     with phase(report, "finish"):
@@ -658,8 +677,11 @@ def _replicate(
     return report
 
 
-def summarize(flow: FlowConfig, report: RunReport, started_ms: int, seconds: float, crashed: bool) -> dict[str, Any]:
-    """The run's summary for its lock release (``history.run_summary``), families named by the flow's patterns."""
+def summarize(
+    flow: FlowConfig, report: RunReport, started_ms: int, seconds: float, crashed: bool, lock: FamilyLock
+) -> dict[str, Any]:
+    """The run's summary for its ``lock``'s release (``history.run_summary``), families named by the flow's
+    patterns, with when the lock's holder last synced ACLs."""
 
     def family_of(topic: str) -> str:
         try:
@@ -667,7 +689,14 @@ def summarize(flow: FlowConfig, report: RunReport, started_ms: int, seconds: flo
         except Exception:  # noqa: BLE001 - a topic two families claim was a run error already; keep the run's name
             return report.family or "?"
 
-    return run_summary(report.to_dict(), started_ms=started_ms, seconds=seconds, family_of=family_of, crashed=crashed)
+    return run_summary(
+        report.to_dict(),
+        started_ms=started_ms,
+        seconds=seconds,
+        family_of=family_of,
+        crashed=crashed,
+        acls_synced_ms=lock.acls_synced_ms,
+    )
 
 
 def replicate_continuously(
@@ -694,10 +723,15 @@ def replicate_continuously(
                 total = _batches(config, flow_name, family, executor, only_topics, lock, pause, deadline)
             except BaseException:
                 lock.summary = summarize(
-                    flow, RunReport(flow.name, family, flow.delivery, ""), started_ms, time.monotonic() - started, True
+                    flow,
+                    RunReport(flow.name, family, flow.delivery, ""),
+                    started_ms,
+                    time.monotonic() - started,
+                    True,
+                    lock,
                 )
                 raise
-            lock.summary = summarize(flow, total, started_ms, time.monotonic() - started, False)
+            lock.summary = summarize(flow, total, started_ms, time.monotonic() - started, False, lock)
             return total
     except LockError as exc:  # refused, or the target never answered: a report saying so, as for one batch
         report = RunReport(flow.name, family, flow.delivery, datetime.now(UTC).isoformat(timespec="seconds"))
