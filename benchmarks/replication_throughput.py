@@ -141,6 +141,9 @@ class Timing:
     round: int = 1  # the rate round of an N1 or N2 run
     cpu: dict[str, float] = field(default_factory=dict)  # CPU seconds of each party during the run (see Runner)
     settled: float = 0.0  # seconds waited before the run for the embedded brokers to finish persisting
+    # The run asked the source for its ACLs (due once per sync.topic.acls.interval.seconds): on noida-db that sets
+    # the source broker persisting everything it holds for seconds, during the run (BENCHMARKS.md).
+    acl_sync: bool = False
 
 
 @dataclass
@@ -487,19 +490,22 @@ class Runner:
         if code != 0:
             raise RuntimeError(f"{variant.key} {step}: exit {code}:\n{tail}")
         phases: dict[str, float] = {}
+        acl_sync = False
         if variant.plain:
             answer = json.loads(output.read_text().strip().splitlines()[-1])
             records, inner = answer["records"], answer["seconds"]
         else:
             data = json.loads(report.read_text())
             records, inner, phases = data["records"], data["seconds"], data.get("phases") or {}
+            acl_sync = (data.get("preparation") or {}).get("acls_synced_ms") is not None
             if not data["ok"] or data["lag"]:
                 raise RuntimeError(f"{variant.key} {step}: ok={data['ok']} lag={data['lag']}:\n{tail}")
         if records != expected:
             raise RuntimeError(f"{variant.key} {step}: copied {records} records, expected {expected}:\n{tail}")
         rate = f", {records / wall:,.0f} records/s" if records >= 10_000 else ""
-        say(f"    {step:<13} wall {wall:7.2f} s, run {inner:7.2f} s, {records:>9,} records{rate}")
-        return Timing(step, wall, inner, records, expected, phases, number, cpu, settled)
+        acls = " (synced ACLs)" if acl_sync else ""
+        say(f"    {step:<13} wall {wall:7.2f} s, run {inner:7.2f} s, {records:>9,} records{rate}{acls}")
+        return Timing(step, wall, inner, records, expected, phases, number, cpu, settled, acl_sync)
 
 
 #: The longest wait for the brokers before a run (``Runner.settle``).
@@ -704,7 +710,8 @@ def round_rows(results: list[Result], rounds: int) -> list[list[str]]:
             if n not in rates:
                 cells.append("-")
             elif n in base and not r.variant.plain:
-                cells.append(f"{rates[n]:,.0f} ({rates[n] / base[n]:.2f}x)")
+                acls = " ACLs" if any(t.acl_sync for t in r.runs if t.round == n and t.step in ("N1", "N2")) else ""
+                cells.append(f"{rates[n]:,.0f} ({rates[n] / base[n]:.2f}x){acls}")
             else:
                 cells.append(f"{rates[n]:,.0f}")
         ratio = rate_ratio(r, baseline)
@@ -988,6 +995,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     rounds = [f"round {n} rec/s (vs baseline)" for n in range(1, load.rounds + 1)]
     print(table(round_rows(results, load.rounds), ["marginal rate", *rounds, "median ratio"]))
+    print("(ACLs: that round's N1 or N2 run synced ACLs, due once per sync.topic.acls.interval.seconds.)")
     print()
     print(table(detail_rows(results), ["variant", "step", "records", "runs", "wall", "run", "wall - run"]))
     cpu_header, rows = cpu_rows(results)

@@ -6,11 +6,12 @@ count (a record is copied to the *same* partition number), and the configs and A
 ``sync.topic.configs``, ``sync.topic.acls``); mirrorflow does it at the start of each run, so a run never
 copies into a topic that is missing or too small, and an operator sees in the run report what changed.
 
-ACLs are the exception: they are synced on MM2's timer, once per ``sync.topic.acls.interval.seconds``, and at
-once for a topic the run creates. Why: a scheduled run every 30 s asking the source for all its ACLs is a
-load MM2 never puts on a cluster, and on the embedded broker one DescribeAcls cost seconds of a core (it
-re-persists everything it holds; BENCHMARKS.md). When ACLs were last synced is what the caller knows (the
-run reads it from the run history on the lease log, ``replication/history.py``); unknown means now.
+ACLs are the exception: as in MM2, they are synced on a timer, once per ``sync.topic.acls.interval.seconds``,
+for every topic of the family (a run of only some topics included), so a new topic's ACLs arrive with the next
+sync, as MM2's do. Why not every run: a scheduled run every 30 s asking the source for all its ACLs is a load
+MM2 never puts on a cluster, and on the embedded broker one DescribeAcls cost seconds of a core (it re-persists
+everything it holds; BENCHMARKS.md). When ACLs were last synced is what the caller knows (the run reads it from
+the run history on the lease log, ``replication/history.py``); unknown means now.
 
 Rules follow MM2 (reference: mm2-behaviour.md 3.4, 4.3, 4.4, 6): topics are created with the source
 partition count, ``replication.factor`` and the source configs filtered by ``targetConfig``; partitions
@@ -573,13 +574,15 @@ def prepare_target(
     *,
     acls_synced_ms: int | None = None,
     acls_deferred: str | None = None,
+    acl_plans: Sequence[TopicPlan] | None = None,
 ) -> PreparationReport:
     """Make the target ready for copying ``plans``: topics, partitions, configs and ACLs, as MM2 keeps them.
 
-    ACLs are synced when due (``acl_sync_not_due`` with ``acls_synced_ms``, the last sync the caller knows
-    of) or when a topic was created; ``acls_deferred``, a reason, leaves them to another step (the report
-    says it). Raises only if the target's topic list cannot be read (nothing can be decided without it);
-    every topic-level problem is in ``report.errors``.
+    ACLs are synced for ``acl_plans`` (default ``plans``: the whole family, when only some of its topics are
+    copied) when due (``acl_sync_not_due`` with ``acls_synced_ms``, the last sync the caller knows of);
+    ``acls_deferred``, a reason, leaves them to another step (the report says it). Raises only if the target's
+    topic list cannot be read (nothing can be decided without it); every topic-level problem is in
+    ``report.errors``.
     """
     report = PreparationReport()
     counts = _partition_counts(target_admin, timeout)
@@ -597,14 +600,13 @@ def prepare_target(
     if sync_configs:
         _sync_configs(flow, existing, source_configs, target_admin, timeout, report)
     if flow.get_bool("sync.topic.acls.enabled"):
-        # A topic created now gets its ACLs now, not up to an interval later.
-        not_due = None if report.created else acl_sync_not_due(flow, acls_synced_ms, int(time.time() * 1000))
+        not_due = acl_sync_not_due(flow, acls_synced_ms, int(time.time() * 1000))
         if acls_deferred:
             report.acl_sync = f"deferred: {acls_deferred}"
         elif not_due:
             report.acl_sync = not_due
         else:
-            _sync_acls(flow, plans, source_admin, target_admin, timeout, report)
+            _sync_acls(flow, plans if acl_plans is None else acl_plans, source_admin, target_admin, timeout, report)
 
     changed = {c.remote_topic: c.partitions for c in report.created.values()}
     changed.update({p.remote_topic: p.partitions for p in plans if p.source_topic in report.partitions_added})
@@ -644,8 +646,16 @@ def prepare_family(
     report. The mirror DAG's prepare step and every replication run call this same function; the ACL
     arguments are ``prepare_target``'s.
     """
-    plans = only(discover(flow, family, source_admin, timeout), only_topics, flow, family, "replicate")
+    discovered = discover(flow, family, source_admin, timeout)
+    plans = only(discovered, only_topics, flow, family, "replicate")
     report = prepare_target(
-        flow, plans, source_admin, target_admin, timeout, acls_synced_ms=acls_synced_ms, acls_deferred=acls_deferred
+        flow,
+        plans,
+        source_admin,
+        target_admin,
+        timeout,
+        acls_synced_ms=acls_synced_ms,
+        acls_deferred=acls_deferred,
+        acl_plans=discovered,
     )
     return [p for p in plans if p.source_topic not in report.errors], report

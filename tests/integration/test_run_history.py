@@ -172,10 +172,12 @@ def test_acls_are_synced_once_per_interval_across_runs_through_the_history(kafka
     history = read_run_history(consumer, flow_name, before_ms - 1000, timeout=10)
     assert [r.run.get("acls_synced_ms") for r in history] == [synced_ms] * 3, "every release carries the last sync"
 
-    time.sleep(1.5)  # then the same flow with a 1 s interval: the sync is due again
+    time.sleep(1.5)  # then the same flow with a 1 s interval: the sync is due again, for a run of one topic too
     alias = flow_name.partition("->")[0]
     shorter, _, _ = history_config(kafka_clusters, acls="sync.topic.acls.interval.seconds = 1", alias=alias)
-    due = replicate(shorter, flow_name, None, LocalExecutor())
+    due = replicate(shorter, flow_name, None, LocalExecutor(), only_topics={topic})
     assert due.ok, due.errors
     assert due.preparation["acls_synced_ms"] > synced_ms, due.preparation
     assert due.kafka_calls["by_kind"].get("admin describe_acls", 0) >= 1
+    history = read_run_history(consumer, flow_name, before_ms - 1000, timeout=10)
+    assert history[-1].run["acls_synced_ms"] == due.preparation["acls_synced_ms"], "a sync covers the whole family"

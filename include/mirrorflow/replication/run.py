@@ -263,7 +263,7 @@ class _Run:
                 self.timeout,
                 acls_synced_ms=_acls_synced_ms(flow, lock),
             )
-            if prepared.acls_synced_ms is not None and self.only_topics is None:  # a subset does not reset the timer
+            if prepared.acls_synced_ms is not None:  # for the whole family, even when copying only some topics
                 lock.acls_synced_ms = prepared.acls_synced_ms
             report.preparation = prepared.to_dict()
             for topic, error in prepared.errors.items():
