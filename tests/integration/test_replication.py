@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -208,6 +210,56 @@ def test_offset_syncs_cover_run_starts_ends_and_gaps(kafka_clusters: Any) -> Non
     run = [s.run for s in syncs if s.topic == topic][-1]
     assert run is not None and (run.run_start_upstream, run.run_start_downstream) == (8, 5)
     assert (run.previous_upstream, run.previous_downstream) == (4, 4)
+
+
+def test_offset_syncs_stay_exact_when_another_producer_writes_the_remote_partition(kafka_clusters: Any) -> None:
+    """Exactly-once learns where a batch landed from its first and last record's reports only; a foreign writer
+    between them must never make a sync claim a wrong record (the span is then copied again, reported per record)."""
+    p = prefix()
+    topic = create_topic(kafka_clusters.primary, f"{p}-shared", partitions=1)
+    remote = create_topic(kafka_clusters.backup, f"primary.{topic}", partitions=1)
+    count = 10_000
+    pad = b"." * 4000  # a consumer batch spans several produce requests, so foreign records can land inside it
+    produce(kafka_clusters.primary, topic, [b"r%d" % i + pad for i in range(count)])
+    stop = threading.Event()
+
+    def foreign() -> None:
+        producer = Producer({"bootstrap.servers": kafka_clusters.backup, "linger.ms": 0})
+        n = 0
+        while not stop.is_set():
+            producer.produce(remote, value=b"foreign-%d" % n, partition=0)
+            producer.poll(0)
+            n += 1
+            time.sleep(0.0005)
+        producer.flush(30)
+
+    writer = threading.Thread(target=foreign)
+    writer.start()
+    try:
+        report = replicate(
+            make_config(kafka_clusters, p, "mirrorflow.unit.max.records = 3000\n"),
+            "primary->backup",
+            None,
+            LocalExecutor(),
+        )
+    finally:
+        stop.set()
+        writer.join(60)
+    assert report.ok and report.records == count, report.errors
+    landed = {r.offset: r.value for r in read_all(kafka_clusters.backup, remote)}
+    copies = [v for _, v in sorted(landed.items()) if v is not None and not v.startswith(b"foreign-")]
+    assert copies == [b"r%d" % i + pad for i in range(count)]  # each record once, in order
+    assert len(landed) > count  # the other producer did write in between
+    syncs = [
+        OffsetSync.decode(r.key, r.value) for r in read_all(kafka_clusters.backup, "mm2-offset-syncs.primary.internal")
+    ]
+    mine = [s for s in syncs if s.topic == topic]
+    assert mine and all(landed[s.downstream_offset] == b"r%d" % s.upstream_offset + pad for s in mine)
+    # A run (from its start sync to the next sync) claims every offset between: each claim must hold.
+    for start, end in itertools.pairwise(mine):
+        if end.run is not None and end.run.run_start_upstream == start.upstream_offset != end.upstream_offset:
+            for i in range(end.upstream_offset - start.upstream_offset + 1):
+                assert landed[start.downstream_offset + i] == b"r%d" % (start.upstream_offset + i) + pad
 
 
 @pytest.mark.parametrize("delivery", ["exactly-once", "at-least-once"])

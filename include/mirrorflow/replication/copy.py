@@ -20,11 +20,12 @@ record is there instead of waiting out a timeout), and
 pauses the source partition as soon as that last record is in hand: a consumer left at the end of a partition
 keeps fetching (the embedded test broker answers such fetches at once, thousands a second, which cost a third of
 a core on each side for as long as the unit went on producing). Per record the loop only reads the message,
-produces it and notes its source offset. Where each copy landed comes from one delivery callback shared by all
-records (no object per record): the producer is idempotent and writes one partition, so the broker appends the
-copies in the order they were sent, and the i-th record sent is the one at the i-th lowest target offset
-reported (see ``_runs``). Producers are kept per process between units (``KEEP_PRODUCERS``): a transactional one
-per ``transactional.id``, so a later unit of the same partition in the same process (a Spark Connect worker, a
+produces it and notes its source offset. Where each copy landed comes from delivery reports: the producer is
+idempotent and writes one partition, so the broker appends the copies in the order they were sent, and the i-th
+record sent is the one at the i-th lowest target offset reported (see ``_runs``). Exactly-once asks for a report
+of each consumer batch's first and last record only (``_ReportedBatch``), at-least-once for every record.
+Producers are kept per process between units (``KEEP_PRODUCERS``): a transactional one per
+``transactional.id``, so a later unit of the same partition in the same process (a Spark Connect worker, a
 later wave on the same Spark worker) skips ``init_transactions``; a kept producer first proves it still owns its
 id with one record, and a fenced one is replaced by a new producer that fences the other holder, as every unit
 did before.
@@ -38,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import itertools
 import os
 import threading
 import time
@@ -261,6 +263,54 @@ def _runs(upstream: Sequence[int], downstream: Sequence[int]) -> list[Run]:
     return runs
 
 
+class _ReportedBatch:
+    """Where one consumer batch's copies landed, from the delivery reports of its first and last record only.
+
+    Why: a delivery report is a Python call and a message object per record, about 1 us of the copier's ~8 us
+    per record (issue 11). Exactly-once needs no report to learn that a record failed: librdkafka refuses to
+    commit a transaction in which any record failed (an abortable error that names the cause). What the report
+    gave is the record's target offset, and one batch's records need only two: the producer is idempotent and
+    writes one partition in send order, so ``count`` records whose first landed at ``first`` and last at
+    ``last = first + count - 1`` filled that range with nothing else between them, the i-th at ``first + i``.
+    Anything else (a report missing or failed, another producer's records in between) is not guessed at: the
+    unit aborts the transaction and copies the span again with a report per record (``_PerRecordReports``).
+    """
+
+    __slots__ = ("count", "end", "error", "start")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.start = -1  # target offset of its first record
+        self.end = -1  # of its last record
+        self.error: KafkaError | None = None
+
+    def first(self, err: KafkaError | None, message: Any) -> None:
+        if err is None:
+            self.start = message.offset()
+        else:
+            self.error = self.error or err
+
+    def last(self, err: KafkaError | None, message: Any) -> None:
+        if err is None:
+            self.end = message.offset()
+        else:
+            self.error = self.error or err
+
+    def only(self, err: KafkaError | None, message: Any) -> None:
+        self.first(err, message)
+        self.last(err, message)
+
+    def landed(self) -> range | None:
+        """The target offsets of the batch's records in send order, or None when they are not proven."""
+        if self.error is not None or self.start < 0 or self.end - self.start != self.count - 1:
+            return None
+        return range(self.start, self.end + 1)
+
+
+class _PerRecordReports(Exception):
+    """The span's target offsets are not proven by its batches' end reports (see ``_ReportedBatch``)."""
+
+
 def offset_syncs(spec: UnitSpec, runs: list[Run], previous_upstream: int) -> list[OffsetSync]:
     """MM2 offset syncs at the first and the last record of every contiguous run (so at every gap).
 
@@ -336,6 +386,10 @@ class _UnitCopy:
         self.failed = 0  # records reported failed since then
         self.errors: list[tuple[int, KafkaError, int]] = []  # (upstream, error, bytes)
         self.delivered = self._delivery_callback()
+        # Exactly-once reports only each consumer batch's first and last record (``_ReportedBatch``) until a span
+        # needs more; at-least-once has no transaction to refuse a failed record, so it hears of every record.
+        self.per_record = not self.exactly_once
+        self.batches: list[_ReportedBatch] = []  # this span's batches without a report per record
         self.sent_total = 0
         self.sent_bytes = 0  # bytes sent since the last checkpoint
         self.bytes_total = 0
@@ -408,18 +462,48 @@ class _UnitCopy:
             _keep_producer(key, self.producer)
             return
         try:
-            self._copy()
+            try:
+                self._copy()
+            except _PerRecordReports as why:
+                # Nothing of the open span becomes visible; the spans committed before it stay. The same records
+                # are copied again from the stored progress, each with its own report, so the offsets stay exact
+                # and a failure names its record.
+                if not self._abort():
+                    raise UnitFailed(f"{spec.topic}[{spec.partition}] -> {spec.remote_topic}: {why}") from None
+                self._forget_span()
+                self.per_record = True
+                self._copy()
         except (KafkaException, SystemError, UnitFailed, TimeoutError, _Fenced) as exc:
             # A fenced producer fails in many places (confluent-kafka may even surface it as a SystemError
             # from a callback); aborting tells fenced (another producer owns the partition now) from failed.
-            try:
-                self.producer.abort_transaction(min(spec.timeout_s, 30))
-            except KafkaException as abort_error:
-                if _is_fenced(abort_error.args[0]):
-                    raise _Fenced() from None
-                self.producer_broken = True
+            self._abort()
             raise exc from None
         _keep_producer(key, self.producer)  # only a producer whose transaction committed (or never began)
+
+    def _abort(self) -> bool:
+        """Abort the open transaction; False when the producer is left unusable. Raises ``_Fenced`` when a newer
+        producer of this partition's id exists."""
+        assert self.producer is not None
+        try:
+            self.producer.abort_transaction(min(self.spec.timeout_s, 30))
+        except KafkaException as abort_error:
+            if _is_fenced(abort_error.args[0]):
+                raise _Fenced() from None
+            self.producer_broken = True
+            return False
+        return True
+
+    def _forget_span(self) -> None:
+        """Drop what the aborted span sent, once the reports of its purged records are served (they would
+        otherwise land in the next span's counts)."""
+        assert self.producer is not None
+        self.producer.flush(min(self.spec.timeout_s, 10))
+        self.sent_offsets.clear()  # in place: the delivery callback holds these lists
+        self.acked.clear()
+        self.errors.clear()
+        self.batches.clear()
+        self.failed, self.sent_bytes = 0, 0
+        self.last_message = None
 
     def _copy(self) -> None:
         spec, result = self.spec, self.result
@@ -433,7 +517,9 @@ class _UnitCopy:
             start, self.previous, result.reset_applied = spec.reset.start, -1, True
             self.target_next = self.target_next if spec.reset.keep_target_next else None
             self.source_last = None
-        result.start = result.position = start
+        result.position = start
+        if result.start is None:  # a span copied again (``_PerRecordReports``) keeps the unit's first start
+            result.start = start
         consumer = _source_consumer(spec)
         try:
             log_start, _ = consumer.get_watermark_offsets(TopicPartition(spec.topic, spec.partition), spec.timeout_s)
@@ -481,7 +567,8 @@ class _UnitCopy:
         tp = TopicPartition(spec.topic, spec.partition)
         first = True
         paused = False
-        probe = self.reused  # a kept producer: one record first, to learn at once whether it was fenced
+        # A kept producer: one record first, to learn at once whether it was fenced (once: not again in a redo).
+        probe = self.reused and not self.sent_total
 
         while True:
             messages = consumer.consume(1 if probe else self._batch_size(position), timeout=_CONSUME_WAIT_S)
@@ -520,6 +607,8 @@ class _UnitCopy:
                     if len(self.acked) + self.failed < len(self.sent_offsets):
                         producer.flush(min(spec.timeout_s, 10))
                     self._raise_delivery_failure()
+                if self.batches and self.batches[-1].error is not None:
+                    self._batch_failed(self.batches[-1].error)
                 _maybe_fail(spec, "before-commit", self.sent_total, producer)
                 if stop is not None:
                     return stop
@@ -565,20 +654,34 @@ class _UnitCopy:
         Returns the offset to end the unit at, if a message says so (the unit's end, records the source deleted
         under the reader), whether the batch held an end-of-partition event, and how many of the messages it
         used: it stops after the record that fills the span's bytes, and the caller sends the rest in the next.
+
+        Each record is produced once the next one is accepted (or the loop ends), so the batch's last record
+        is known when it is produced: only the first and the last of a batch get a delivery report when
+        ``per_record`` is off (see ``_ReportedBatch``).
         """
         spec, producer = self.spec, self.producer
         assert producer is not None
         end, remote, partition = spec.end, spec.remote_topic, spec.partition
-        produce, delivered = producer.produce, self.delivered
+        produce = producer.produce
         sent_offsets = self.sent_offsets
         note = sent_offsets.append
         before = len(sent_offsets)
         byte_room = spec.max_bytes - self.sent_bytes
+        if self.per_record:
+            first_report = middle_report = self.delivered
+            batch = None
+        else:
+            batch = _ReportedBatch()
+            first_report, middle_report = batch.first, None
         sent_bytes = 0
         last = None
         stop = None
         eof = False
+        failure: KafkaException | None = None
         used = 0
+        # The record accepted last, not yet produced.
+        h_value = h_key = h_headers = h_report = None
+        h_timestamp = h_offset = h_size = -1
         for message in messages:
             used += 1
             error = message.error()
@@ -590,8 +693,8 @@ class _UnitCopy:
                     self.result.truncated = True
                     stop = position if last is None else last.offset() + 1
                     break
-                self._record_batch(sent_offsets, before, sent_bytes, last)
-                raise KafkaException(error)
+                failure = KafkaException(error)
+                break
             offset = message.offset()
             if offset >= end:
                 stop = end
@@ -602,40 +705,57 @@ class _UnitCopy:
                 for name, header in headers:  # inline: a sum() over a generator costs more than the loop
                     size += len(name) + (len(header) if header is not None else 0)
             kind, timestamp = message.timestamp()  # kind 0: not available; timestamp 0: the producer's now
-            while True:
-                try:
-                    # Positional (topic, value, key, partition, callback, on_delivery, timestamp, headers): cheaper.
-                    produce(
-                        remote,
-                        value,
-                        key,
-                        partition,
-                        delivered,
-                        None,
-                        timestamp if kind and timestamp > 0 else 0,
-                        headers,
-                    )
-                    break
-                except BufferError:
-                    producer.poll(0.1)  # the local queue is full: let deliveries drain it
-                except KafkaException as exc:
-                    self._record_batch(sent_offsets, before, sent_bytes, last)
-                    raise self._refused(offset, size, exc.args[0]) from None
+            if last is not None:
+                while True:
+                    try:
+                        # Positional (topic, value, key, partition, callback, on_delivery, timestamp, headers).
+                        produce(remote, h_value, h_key, partition, h_report, None, h_timestamp, h_headers)
+                        break
+                    except BufferError:
+                        producer.poll(0.1)  # the local queue is full: let deliveries drain it
+                    except KafkaException as exc:
+                        self._record_batch(sent_offsets, before, sent_bytes, last, batch)
+                        raise self._refused(h_offset, h_size, exc.args[0]) from None
+                h_report = middle_report
+            else:
+                h_report = first_report
+            h_value, h_key, h_headers, h_offset, h_size = value, key, headers, offset, size
+            h_timestamp = timestamp if kind and timestamp > 0 else 0
             note(offset)
             sent_bytes += size
             last = message
             if sent_bytes >= byte_room:
                 break
-        self._record_batch(sent_offsets, before, sent_bytes, last)
+        if last is not None:
+            if batch is not None:
+                h_report = batch.last if h_report is None else batch.only
+            while True:
+                try:
+                    produce(remote, h_value, h_key, partition, h_report, None, h_timestamp, h_headers)
+                    break
+                except BufferError:
+                    producer.poll(0.1)
+                except KafkaException as exc:
+                    self._record_batch(sent_offsets, before, sent_bytes, last, batch)
+                    raise self._refused(h_offset, h_size, exc.args[0]) from None
+        self._record_batch(sent_offsets, before, sent_bytes, last, batch)
+        if failure is not None:
+            raise failure
         return stop, eof, used
 
-    def _record_batch(self, sent_offsets: list[int], before: int, sent_bytes: int, last: Any) -> None:
+    def _record_batch(
+        self, sent_offsets: list[int], before: int, sent_bytes: int, last: Any, batch: _ReportedBatch | None
+    ) -> None:
         """Add what one consumer batch sent to the unit's counts."""
-        self.sent_total += len(sent_offsets) - before
+        count = len(sent_offsets) - before
+        self.sent_total += count
         self.sent_bytes += sent_bytes
         self.bytes_total += sent_bytes
         if last is not None:
             self.last_message = last
+        if batch is not None and count:
+            batch.count = count
+            self.batches.append(batch)
 
     def _send_skipped(self, begin: int, end: int, position: int) -> tuple[int, bool]:
         """Send the committed records a read_committed fetch from ``begin`` skipped (see ``_skipped_committed``).
@@ -721,10 +841,8 @@ class _UnitCopy:
         assert producer is not None
         started = time.monotonic()
         producer.flush(spec.timeout_s)
-        if self.errors or len(self.acked) != len(self.sent_offsets):
-            self._raise_delivery_failure()
+        downstream = self._landed()
         _maybe_fail(spec, "before-progress", self.sent_total, producer)
-        downstream = sorted(self.acked)
         runs = _runs(self.sent_offsets, downstream)
         syncs = offset_syncs(spec, runs, previous_upstream=self.previous)
         if downstream:
@@ -746,7 +864,14 @@ class _UnitCopy:
             _produce_syncs(producer, spec.syncs_topic, syncs)
         if self.exactly_once:
             _maybe_fail(spec, "before-commit", self.sent_total, producer)
-            producer.commit_transaction(spec.timeout_s)
+            try:
+                producer.commit_transaction(spec.timeout_s)
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args else None
+                if self.batches and isinstance(error, KafkaError) and error.txn_requires_abort():
+                    # A record without a report of its own failed: copy the span again to name it.
+                    raise _PerRecordReports(f"the transaction failed ({kafka_words(error)})") from None
+                raise
         else:
             producer.flush(spec.timeout_s)
             if self.errors:
@@ -764,6 +889,35 @@ class _UnitCopy:
         self._committed(position, runs, len(syncs) if spec.emit_syncs else 0)
         self.result.commit_seconds = round(self.result.commit_seconds + time.monotonic() - started, 3)
 
+    def _landed(self) -> list[int]:
+        """Target offsets of the records sent since the last checkpoint, in send order (all of them reported)."""
+        if self.errors or len(self.acked) != len(self.sent_offsets) - sum(b.count for b in self.batches):
+            self._raise_delivery_failure()
+        if not self.batches:
+            return sorted(self.acked)
+        ranges = []
+        for batch in self.batches:
+            if batch.error is not None:
+                self._batch_failed(batch.error)
+            landed = batch.landed()
+            if landed is None:
+                why = "a report missing" if batch.start < 0 or batch.end < 0 else "other records landed among them"
+                raise _PerRecordReports(f"the target offsets of {batch.count} record(s) are not proven ({why})")
+            ranges.append(landed)
+        # Records reported one by one (``_send_skipped``) were sent before any batch of the span.
+        return [*sorted(self.acked), *itertools.chain.from_iterable(ranges)]
+
+    def _batch_failed(self, error: KafkaError) -> None:
+        """A batch's first or last record failed: fenced ends the unit; anything else is copied again with a
+        report per record, which names the record that caused it."""
+        if _is_fenced(error):
+            self.producer_broken = True
+            raise _Fenced()
+        if error.fatal():
+            self.producer_broken = True
+            raise KafkaException(error)
+        raise _PerRecordReports(f"the target refused a record ({kafka_words(error)})")
+
     def _committed(self, position: int, runs: list[Run], syncs: int) -> None:
         result = self.result
         result.records += len(self.sent_offsets)
@@ -779,6 +933,7 @@ class _UnitCopy:
         # Cleared in place: the delivery callback holds these lists.
         self.sent_offsets.clear()
         self.acked.clear()
+        self.batches.clear()
         self.failed, self.sent_bytes = 0, 0
         self.last_checkpoint = time.monotonic()
 
