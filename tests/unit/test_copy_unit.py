@@ -412,7 +412,9 @@ def test_at_least_once_hears_of_every_record(fakes: dict[str, Any]) -> None:
     assert FakeProducer.made[0].reported == 25 + 1
 
 
-def test_foreign_records_among_a_batch_send_the_span_again_with_a_report_per_record(fakes: dict[str, Any]) -> None:
+def test_foreign_records_among_a_batch_send_the_span_again_with_a_report_per_record(
+    fakes: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Another producer writing the remote partition breaks the proof of a batch's two ends: the span is aborted
     (nothing of it visible) and copied again reporting each record, so the offset mapping stays exact."""
     real = FakeProducer.__init__
@@ -421,12 +423,9 @@ def test_foreign_records_among_a_batch_send_the_span_again_with_a_report_per_rec
         real(self, config)
         self.interleave = 10
 
-    FakeProducer.__init__ = shared  # type: ignore[method-assign]
-    try:
-        fakes["follow_progress"] = True
-        result = copy.copy_unit(unit(max_records=10))
-    finally:
-        FakeProducer.__init__ = real  # type: ignore[method-assign]
+    monkeypatch.setattr(FakeProducer, "__init__", shared)
+    fakes["follow_progress"] = True
+    result = copy.copy_unit(unit(max_records=10))
     assert (result.status, result.records, result.position, result.start) == ("copied", 25, 25, 0)
     (producer,) = FakeProducer.made
     # Every claimed pair is where the record really landed, and every record is claimed once.
