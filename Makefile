@@ -23,6 +23,7 @@ $(STAMP): pyproject.toml
 
 test: install
 	$(BIN)/ruff check include tests spark_apps plugins dags docs benchmarks
+	$(BIN)/ruff format --check include tests spark_apps plugins dags docs benchmarks
 	$(BIN)/python -m pytest
 
 unit: install
@@ -33,6 +34,7 @@ integration: install
 
 lint: install
 	$(BIN)/ruff check include tests spark_apps plugins dags docs benchmarks
+	$(BIN)/ruff format --check include tests spark_apps plugins dags docs benchmarks
 
 dev-up dev-down dev-status: install
 	$(BIN)/mirrorflow dev $(subst dev-,,$@)

@@ -114,8 +114,10 @@ def main(argv: list[str] | None = None) -> int:
         ]
         for label, r in results.items()
     ]
-    print(f"\ndemo traffic at {args.rate:g} records/s for {args.seconds:g} s, share of one core (target: generator "
-          f"<= {TARGET_SHARE:.0%})\n")
+    print(
+        f"\ndemo traffic at {args.rate:g} records/s for {args.seconds:g} s, share of one core (target: generator "
+        f"<= {TARGET_SHARE:.0%})\n"
+    )
     header = ["variant", "generator", "broker", "together", "delivered / consumed", "target"]
     print(table(rows, header))
     return 0

@@ -17,7 +17,9 @@ class MirrorflowStatusPlugin(AirflowPlugin):
     "Replication" entry in the UI's navigation that shows it inside the UI."""
 
     name = "mirrorflow"
-    fastapi_apps: ClassVar[list[dict[str, Any]]] = [{"app": app, "url_prefix": URL_PREFIX, "name": "mirrorflow replication status"}]
+    fastapi_apps: ClassVar[list[dict[str, Any]]] = [
+        {"app": app, "url_prefix": URL_PREFIX, "name": "mirrorflow replication status"}
+    ]
     external_views: ClassVar[list[dict[str, Any]]] = [
         {
             "name": "Replication",

@@ -305,9 +305,12 @@ def partition_status(
         if stored is None and lag:
             status = NO_PROGRESS
         if lost:
-            status, error = LOST, (
-                f"{lost:,} record(s) (offsets {copied:,}-{start - 1:,}) were deleted by retention before they were "
-                "copied: the next run reports the loss and goes on from the log start"
+            status, error = (
+                LOST,
+                (
+                    f"{lost:,} record(s) (offsets {copied:,}-{start - 1:,}) were deleted by retention before they were "
+                    "copied: the next run reports the loss and goes on from the log start"
+                ),
             )
     return make(
         end_offset=end,
@@ -636,7 +639,10 @@ def render_text(statuses: list[FlowStatus], limit: int | None = 50) -> str:
             "  failover:    "
             + (
                 fo.get("error")
-                or (fo.get("state", "-") + (f" since {fo['since']}" if fo.get("since") and fo["state"] != "normal" else ""))
+                or (
+                    fo.get("state", "-")
+                    + (f" since {fo['since']}" if fo.get("since") and fo["state"] != "normal" else "")
+                )
             )
         )
         for fam in st.families:

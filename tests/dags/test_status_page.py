@@ -48,7 +48,10 @@ def test_dead_clusters_are_named_on_the_page_and_in_the_metrics(dead_config: Pat
     [flow] = answer.json()["flows"]
     assert flow["flow"] == "primary->backup" and set(flow["unreachable"]) == {"primary", "backup"}
     assert any("cluster 'backup'" in e for e in flow["errors"]) and flow["partitions"] == []
-    assert flow["dags"]["mirror"] == {"orders": "mirror__primary__backup__orders", "default": "mirror__primary__backup__default"}
+    assert flow["dags"]["mirror"] == {
+        "orders": "mirror__primary__backup__orders",
+        "default": "mirror__primary__backup__default",
+    }
     assert flow["dags"]["failover"] == "failover__primary__backup"
     assert flow["lag_threshold_seconds"]["orders"] == 45.0  # the family's lag alert threshold colours its rows
 

@@ -372,15 +372,22 @@ def test_an_unchanged_file_is_resolved_once_per_process(tmp_path: Path) -> None:
     from mirrorflow.config import load_config
 
     path = tmp_path / "mm2.properties"
-    path.write_text("clusters = a, b\na.bootstrap.servers = a:9092\nb.bootstrap.servers = b:9092\na->b.enabled = true\n")
+    path.write_text(
+        "clusters = a, b\na.bootstrap.servers = a:9092\nb.bootstrap.servers = b:9092\na->b.enabled = true\n"
+    )
     first = load_config(path)
     assert load_config(path) is first
     path.write_text(path.read_text().replace("a:9092", "c:9092"))  # same size, maybe the same clock tick
     second = load_config(path)
-    assert second is not first and second.flow("a", "b").client_config("source", "consumer")["bootstrap.servers"] == "c:9092"
+    assert (
+        second is not first
+        and second.flow("a", "b").client_config("source", "consumer")["bootstrap.servers"] == "c:9092"
+    )
 
 
-def test_a_file_with_provider_references_is_resolved_every_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_file_with_provider_references_is_resolved_every_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from mirrorflow.config import load_config
 
     path = tmp_path / "mm2.properties"

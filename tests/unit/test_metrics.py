@@ -67,6 +67,10 @@ def test_what_was_not_measured_is_absent_not_zero() -> None:
     st.heartbeat = st.checkpoints = st.groups = st.failover = {"error": "cluster 'backup' did not answer"}
     got = samples(render([st]))
     names = {name for name, _ in got}
-    assert not names & {"mirrorflow_heartbeat_age_seconds", "mirrorflow_checkpoint_age_seconds", "mirrorflow_failed_over"}
+    assert not names & {
+        "mirrorflow_heartbeat_age_seconds",
+        "mirrorflow_checkpoint_age_seconds",
+        "mirrorflow_failed_over",
+    }
     assert got[("mirrorflow_cluster_up", (("cluster", "backup"), ("flow", "primary->backup")))] == 0
     assert got[("mirrorflow_cluster_up", (("cluster", "primary"), ("flow", "primary->backup")))] == 1

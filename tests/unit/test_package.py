@@ -19,7 +19,13 @@ def test_mirrorflow_imports_from_any_directory_and_include_does_not() -> None:
     with tempfile.TemporaryDirectory() as elsewhere:
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the installation alone, as a user has it
         done = subprocess.run(
-            [sys.executable, "-c", probe], cwd=elsewhere, env=env, capture_output=True, text=True, timeout=60, check=False
+            [sys.executable, "-c", probe],
+            cwd=elsewhere,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
         )
     assert done.returncode == 0, done.stderr
     where, no_include = done.stdout.split()

@@ -180,7 +180,14 @@ _SPECS = [
         minimum=1,
         maximum=INT32_MAX,
     ),
-    _k("mirrorflow.unit.max.bytes", "int", "67108864", "bytes per transaction or between progress checkpoints", minimum=1024, maximum=INT64_MAX),
+    _k(
+        "mirrorflow.unit.max.bytes",
+        "int",
+        "67108864",
+        "bytes per transaction or between progress checkpoints",
+        minimum=1024,
+        maximum=INT64_MAX,
+    ),
     _k(
         "mirrorflow.poll.interval",
         "duration",

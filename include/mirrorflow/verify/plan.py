@@ -51,7 +51,9 @@ def source_topics(
     flow: FlowConfig, family: str | None, only: set[str] | None, timeout: float
 ) -> list[topics.TopicPlan]:
     """The family's source topics (MM2's filters, as a run discovers them), restricted to ``only``."""
-    return topics.only(topics.discover(flow, family, clients.admin(flow, "source"), timeout), only, flow, family, "verify")
+    return topics.only(
+        topics.discover(flow, family, clients.admin(flow, "source"), timeout), only, flow, family, "verify"
+    )
 
 
 def list_offsets(
