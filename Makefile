@@ -21,9 +21,7 @@ $(STAMP): pyproject.toml
 	@$(BIN)/python -c "import pyspark, sys; v = pyspark.__version__; sys.exit(0 if v == '$(PYSPARK_VERSION)' else 'pyspark is ' + v)"
 	@touch $(STAMP)
 
-test: install
-	$(BIN)/ruff check include tests spark_apps plugins dags docs benchmarks
-	$(BIN)/ruff format --check include tests spark_apps plugins dags docs benchmarks
+test: lint
 	$(BIN)/python -m pytest
 
 unit: install

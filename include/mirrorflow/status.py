@@ -305,12 +305,10 @@ def partition_status(
         if stored is None and lag:
             status = NO_PROGRESS
         if lost:
-            status, error = (
-                LOST,
-                (
-                    f"{lost:,} record(s) (offsets {copied:,}-{start - 1:,}) were deleted by retention before they were "
-                    "copied: the next run reports the loss and goes on from the log start"
-                ),
+            status = LOST
+            error = (
+                f"{lost:,} record(s) (offsets {copied:,}-{start - 1:,}) were deleted by retention before they were "
+                "copied: the next run reports the loss and goes on from the log start"
             )
     return make(
         end_offset=end,

@@ -101,12 +101,8 @@ def test_groups_say_what_a_failover_now_would_do_per_checkpoint() -> None:
         row("nothing", 2, 7, 0, translated=False),
     ]
     summary = summarize_groups(rows, {("t", 0): 30, ("t", 1): 40, ("t", 2): 0})
-    assert (summary["groups"], summary["groups_exact"], summary["partitions"], summary["partitions_exact"]) == (
-        4,
-        1,
-        5,
-        2,
-    )
+    counts = (summary["groups"], summary["groups_exact"], summary["partitions"], summary["partitions_exact"])
+    assert counts == (4, 1, 5, 2)
     assert summary["outcomes"] == {"exact": 2, "re-read": 1, "not-yet-copied": 1, "untranslated": 1}
     worst = summary["not_exact"][0]
     assert (worst["group"], worst["outcome"], worst["missing_records"], worst["re_read_records"]) == (
