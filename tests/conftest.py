@@ -36,6 +36,7 @@ from confluent_kafka.admin import AdminClient
 from mirrorflow.config.location import DEFAULT_CONFIG
 from mirrorflow.demo.airflow_env import airflow_environment
 from mirrorflow.devcluster import ClusterSpec, DevClusters, free_port
+from mirrorflow.replication.copy import close_kept_clients
 from tests.kafka_helpers import create_topic, unique_topic_name
 
 #: The variable that points the integration tests at existing clusters (see the module docstring).
@@ -258,6 +259,14 @@ def _sigterm_as_interrupt() -> Callable[[], None]:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
     return undo
+
+
+@pytest.fixture(autouse=True)
+def _no_kept_clients_between_tests() -> Iterator[None]:
+    """Clients a test's units kept in this process (``replication.kept_clients``) go with the test: a later test
+    may stop the brokers they are connected to, and an idle client would go on reconnecting and logging."""
+    yield
+    close_kept_clients()
 
 
 @pytest.fixture(scope="session")

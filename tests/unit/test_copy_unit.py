@@ -50,8 +50,8 @@ class FakeMessage:
         return (1, 1_700_000_000_000 + self._offset)
 
 
-def eof() -> FakeMessage:
-    message = FakeMessage("src", 0, -1, None, None)
+def eof(partition: int = 0) -> FakeMessage:
+    message = FakeMessage("src", partition, -1, None, None)
     message._error = KafkaError(KafkaError._PARTITION_EOF)
     return message
 
@@ -63,28 +63,40 @@ class FakeConsumer:
         self.values = values
         self.position_ = 0
         self.paused = False
+        self.was_paused = False
+        self.assigned: list[Any] = []
         self.closed = False
 
     def get_watermark_offsets(self, _tp: Any, *_args: Any, **_kwargs: Any) -> tuple[int, int]:
         return 0, len(self.values)
 
     def assign(self, tps: list[Any]) -> None:
+        self.assigned = tps
         self.position_ = tps[0].offset
+
+    def assignment(self) -> list[Any]:
+        return self.assigned
+
+    def unassign(self) -> None:
+        self.assigned = []
+
+    def resume(self, _tps: list[Any]) -> None:
+        self.paused = False
 
     def consume(self, num_messages: int, timeout: float) -> list[FakeMessage]:
         assert not self.paused, "consumed after pausing"
         start = self.position_
         batch = [
-            FakeMessage("src", 0, offset, b"k%d" % offset, self.values[offset])
+            FakeMessage("src", self.assigned[0].partition, offset, b"k%d" % offset, self.values[offset])
             for offset in range(start, min(len(self.values), start + num_messages))
         ]
         self.position_ += len(batch)
         if len(batch) < num_messages and self.position_ == len(self.values):
-            batch.append(eof())
+            batch.append(eof(self.assigned[0].partition))
         return batch
 
     def pause(self, _tps: list[Any]) -> None:
-        self.paused = True
+        self.paused = self.was_paused = True
 
     def position(self, tps: list[Any]) -> list[Any]:
         tps[0].offset = self.position_
@@ -222,9 +234,9 @@ def fakes(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
         return StoredProgress(kept[-1]) if state.get("follow_progress") and kept else None
 
     monkeypatch.setattr(copy, "_stored", stored)
-    copy.close_shared_producers()
+    copy.close_kept_clients()
     yield state
-    copy.close_shared_producers()
+    copy.close_kept_clients()
 
 
 def unit(delivery: str = "exactly-once", end: int = 25, **overrides: Any) -> UnitSpec:
@@ -264,7 +276,11 @@ def test_a_unit_copies_in_order_and_pauses_once_it_has_its_last_record(fakes: di
     assert [m.value() for m in producer.log["src.src"]] == fakes["values"]
     assert producer.commits == 1
     (consumer,) = fakes["consumers"]
-    assert consumer.paused and consumer.closed
+    assert consumer.was_paused
+    # Given back unassigned and resumed, kept for the next unit of this process, closed with the kept clients.
+    assert (consumer.assigned, consumer.paused, consumer.closed) == ([], False, False)
+    copy.close_kept_clients()
+    assert consumer.closed
 
 
 def test_target_offsets_pair_with_source_offsets_whatever_order_reports_come_in(
@@ -283,7 +299,12 @@ def test_target_offsets_pair_with_source_offsets_whatever_order_reports_come_in(
     assert result.runs == [Run(0, 100, 24, 124)]
 
 
-def test_a_kept_producer_is_reused_and_a_fenced_one_replaced(fakes: dict[str, Any]) -> None:
+@pytest.mark.parametrize("idle", ["long idle: probe first", "next unit of a lane: no probe"])
+def test_a_kept_producer_is_reused_and_a_fenced_one_replaced(
+    fakes: dict[str, Any], monkeypatch: pytest.MonkeyPatch, idle: str
+) -> None:
+    if idle.startswith("long"):
+        monkeypatch.setattr(copy, "PROBE_AFTER_IDLE_S", 0.0)
     fakes["values"] = [b"v%d" % i for i in range(10)]
     first = copy.copy_unit(unit(end=10))
     assert first.status == "copied" and len(FakeProducer.made) == 1
@@ -295,11 +316,15 @@ def test_a_kept_producer_is_reused_and_a_fenced_one_replaced(fakes: dict[str, An
     third = copy.copy_unit(unit(end=20))
     assert (third.status, third.records) == ("copied", 20)
     assert len(FakeProducer.made) == 2 and FakeProducer.made[1].inits == 1
-    # The fenced producer learned it after one record (the probe), and is not kept.
-    assert len(FakeProducer.made[0].log["src.src"]) == 10 + 20 + 1  # (no stored progress here: each unit from 0)
-    assert list(copy._KEPT_PRODUCERS.values()) == [FakeProducer.made[1]]
-    copy.close_shared_producers()
-    assert not copy._KEPT_PRODUCERS
+    assert FakeProducer.made[1].commits == 1 and FakeProducer.made[0].commits == 2  # the fenced one committed nothing
+    # After a long idle, the fenced producer learned it after one record (the probe); in a lane, after its span.
+    # Either way it is not kept, and the unit was copied again by a new producer. (No stored progress here: each unit
+    # copies from offset 0.)
+    sent_by_third = 1 if idle.startswith("long") else 20
+    assert len(FakeProducer.made[0].log["src.src"]) == 10 + 20 + sent_by_third
+    assert copy._KEPT_PRODUCERS.clients() == [FakeProducer.made[1]]
+    copy.close_kept_clients()
+    assert len(copy._KEPT_PRODUCERS) == 0
 
 
 def test_kept_producers_are_bounded(fakes: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -307,7 +332,7 @@ def test_kept_producers_are_bounded(fakes: dict[str, Any], monkeypatch: pytest.M
     for partition in range(3):
         assert copy.copy_unit(unit(partition=partition, transactional_id=f"t{partition}")).status == "copied"
     assert len(copy._KEPT_PRODUCERS) == 2
-    assert list(copy._KEPT_PRODUCERS.values()) == FakeProducer.made[1:]  # the least recently used went
+    assert copy._KEPT_PRODUCERS.clients() == FakeProducer.made[1:]  # the least recently used went
 
 
 def test_a_refused_batch_names_its_largest_record(fakes: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -338,7 +363,7 @@ def test_at_least_once_checkpoints_inside_a_consumer_batch(
         b'{"offset":24}',
     ]
     (consumer,) = fakes["consumers"]
-    assert consumer.paused  # one consumer batch held all 25 records
+    assert consumer.was_paused  # one consumer batch held all 25 records
 
 
 def test_an_exactly_once_unit_chains_bounded_transactions_on_one_consumer(fakes: dict[str, Any]) -> None:
@@ -374,7 +399,7 @@ def test_a_unit_whose_time_is_up_returns_after_its_first_transaction(
     result = copy.copy_unit(unit(max_records=10))
     assert (result.status, result.records, result.position) == ("copied", 10, 10)
     assert FakeProducer.made[0].commits == 1
-    assert fakes["consumers"][0].closed
+    assert fakes["consumers"][0].assigned == []
 
 
 def test_a_failure_in_a_later_transaction_keeps_what_earlier_ones_committed(
@@ -449,10 +474,46 @@ def test_units_of_a_process_run_in_threads_and_results_keep_their_order(fakes: d
     assert len(copy._KEPT_PRODUCERS) == copy.KEEP_PRODUCERS  # kept ones bounded under threads too
 
 
-def test_a_large_wave_is_spread_over_a_bounded_number_of_tasks() -> None:
-    assert copy.task_groups(1) == 1
-    assert copy.task_groups(copy.TASK_UNITS) == copy.TASK_UNITS  # one unit per task, as before
-    assert copy.task_groups(1000) == copy.TASK_UNITS
+def test_a_large_wave_is_spread_over_a_bounded_number_of_tasks_whole_lanes_each() -> None:
+    def ids(shares: list[list[int]], specs: list[UnitSpec]) -> list[set[str]]:
+        return [{specs[i].transactional_id for i in share} for share in shares]
+
+    few = [unit(partition=p, transactional_id=copy.transactional_id("f", "src", p)) for p in range(4)]
+    assert copy.task_shares(few) == [[0], [1], [2], [3]]  # one unit per task, as before
+    wide = [unit(partition=p, transactional_id=copy.transactional_id("f", "src", p)) for p in range(1000)]
+    shares = copy.task_shares(wide)
+    assert len(shares) == copy.TRANSACTION_SLOTS  # a task per lane: 16 producers for 1,000 partitions
+    assert sorted(i for share in shares for i in share) == list(range(1000))
+    assert all(len(lane) == 1 for lane in ids(shares, wide))  # a lane never spans two tasks
+    many = [
+        unit(topic=f"t{t}", partition=p, transactional_id=copy.transactional_id("f", f"t{t}", p))
+        for t in range(50)
+        for p in range(4)
+    ]
+    shares = copy.task_shares(many)
+    assert len(shares) == copy.TASK_UNITS and {len(s) for s in shares} <= {3, 4}  # bounded, about even
+    loose = [unit(delivery="at-least-once", partition=p) for p in range(3)]  # no transactional producer to share
+    assert copy.lanes(loose) == [[0], [1], [2]]
+
+
+def test_units_sharing_a_transactional_id_run_one_after_the_other_on_one_producer_until_their_time_is_up(
+    fakes: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    specs = [unit(partition=p, transactional_id=copy.transactional_id("f", "src", p)) for p in (0, 16, 32, 1)]
+    results = copy.copy_units(specs, threads=4)
+    assert [(r.partition, r.status, r.records) for r in results] == [(p, "copied", 25) for p in (0, 16, 32, 1)]
+    assert [p.inits for p in FakeProducer.made] == [1, 1]  # one producer per lane, reused by its later units
+    assert [p.commits for p in FakeProducer.made] == [3, 1]  # each unit its own transactions
+    monkeypatch.setattr(copy, "UNIT_SECONDS", 0.0)
+    results = copy.copy_units(specs, threads=4)
+    # The first unit of a lane always runs (a wave moves on); the rest wait for the next wave.
+    assert [(r.partition, r.status) for r in results] == [
+        (0, "copied"),
+        (16, "deferred"),
+        (32, "deferred"),
+        (1, "copied"),
+    ]
+    assert results[1].position is None and results[1].records == 0
 
 
 def test_the_source_consumer_reads_ahead_a_bounded_amount_unless_the_flow_says_otherwise(
@@ -467,3 +528,23 @@ def test_the_source_consumer_reads_ahead_a_bounded_amount_unless_the_flow_says_o
     assert (made[0]["queued.min.messages"], made[0]["queued.max.messages.kbytes"]) == (10_000, 32 * 1024)
     assert (made[1]["queued.min.messages"], made[1]["queued.max.messages.kbytes"]) == (500, 1024)
     assert all(config["enable.partition.eof"] and config["auto.offset.reset"] == "error" for config in made)
+
+
+def test_a_consumer_batch_of_another_partition_is_refused_and_nothing_of_it_committed(
+    fakes: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The source consumer is a kept one that copied other partitions before: a record of one of those (which
+    librdkafka discards on assign) would land in the wrong remote partition, so a batch's ends are checked."""
+    real = FakeConsumer.consume
+
+    def stale(self: FakeConsumer, num_messages: int, timeout: float) -> list[FakeMessage]:
+        batch = real(self, num_messages, timeout)
+        return [FakeMessage("src", 7, 3, b"k", b"from partition 7"), *batch]
+
+    monkeypatch.setattr(FakeConsumer, "consume", stale)
+    result = copy.copy_unit(unit())
+    assert (result.status, result.records, result.retriable) == ("failed", 0, True)
+    assert "src[0]: the source consumer returned a record of src[7]" in (result.error or "")
+    (producer,) = FakeProducer.made
+    assert producer.commits == 0 and "src.src" not in producer.log
+    assert fakes["consumers"][0].closed  # not kept after a failure

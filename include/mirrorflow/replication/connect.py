@@ -5,10 +5,10 @@ which made a 30 s schedule impossible. A Spark Connect server pays them once; a 
 (about 0.4 s to connect) submitting one small job (about 0.4 s with warm workers) whose tasks copy the units
 with confluent-kafka, exactly as the spark-submit app's tasks do (the very same :func:`copy_unit`).
 
-Shape of the job: ``range(n)`` in ``n`` partitions, so each unit is exactly one Spark task (the units of a
-wave never share a partition, so order is kept), mapped with ``mapInArrow`` to the pickled ``UnitResult``. A wave
-of more than ``copy.TASK_UNITS`` units (a family of many partitions) is spread over that many tasks, each copying
-its share a few units at a time (``copy.copy_units``), so a thousand partitions are not a thousand Spark tasks.
+Shape of the job: ``range(n)`` in ``n`` partitions, one per task share (``copy.task_shares``): a unit per task
+while a wave has at most ``copy.TASK_UNITS`` lanes (the units of a wave never share a partition, so order is kept),
+else whole lanes spread over that many tasks, each copying its share a few lanes at a time (``copy.copy_units``), so
+a thousand partitions are not a thousand Spark tasks. Mapped with ``mapInArrow`` to the pickled ``UnitResult``s.
 The units travel inside the function's closure, never through a DataFrame column a UI could show.
 
 The ``mirrorflow`` package goes with the work: its zip (``pyfiles``) is added to the session as a Python artifact
@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 from urllib.parse import urlparse
 
-from .copy import copy_units, task_groups
+from .copy import copy_units, task_shares
 from .pyfiles import package_zip
 from .units import UnitResult, UnitSpec
 
@@ -101,14 +101,15 @@ def check_answers(url: str, timeout: float = ANSWER_TIMEOUT_S) -> None:
         ) from None
 
 
-def _copy_partition(payload: Sequence[bytes]) -> Any:
-    """The function each Spark task runs: copy the units whose indexes arrive, return their pickled results."""
+def _copy_partition(payload: Sequence[bytes], shares: Sequence[Sequence[int]]) -> Any:
+    """The function each Spark task runs: copy the units of the shares whose numbers arrive, return their pickled
+    results by unit index."""
 
     def copy_batches(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
 
         for batch in batches:
-            indexes = batch.column(0).to_pylist()
+            indexes = [i for share in batch.column(0).to_pylist() for i in shares[share]]
             results = [pickle.dumps(r) for r in copy_units([pickle.loads(payload[i]) for i in indexes])]
             yield pa.RecordBatch.from_pydict({"index": indexes, "result": results})
 
@@ -201,8 +202,10 @@ class SparkConnectExecutor:
             return []
         session = self.session()
         payload = [pickle.dumps(unit) for unit in units]
-        frame = session.range(0, len(units), 1, task_groups(len(units))).mapInArrow(
-            _copy_partition(payload), "index long, result binary"
+        shares = task_shares(units)
+        # A task per share: a range of as many numbers as partitions gives each partition one number.
+        frame = session.range(0, len(shares), 1, len(shares)).mapInArrow(
+            _copy_partition(payload, shares), "index long, result binary"
         )
         try:
             rows = sorted(frame.collect(), key=lambda row: row["index"])

@@ -43,7 +43,6 @@ import itertools
 import os
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -52,6 +51,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from ..wire import CopiedRun, OffsetSync, source_offset_value
+from .kept_clients import KeptClients, client_key, close_kept_consumers, lent_consumer
 from .progress import StoredProgress, fingerprint, progress_since, read_stored_progress
 from .units import LossEvent, Run, UnitResult, UnitSpec
 
@@ -116,6 +116,24 @@ one record as for thousands, so 200 calls instead of 20 per million records are 
 KEEP_PRODUCERS = 16
 """Idle record producers kept per process (least recently used dropped first): each holds connections and a
 few librdkafka threads."""
+
+TRANSACTION_SLOTS = 16
+"""Exactly-once: the partitions of a topic share this many ``transactional.id``s, partition p that of p mod 16, so a
+process copying many partitions of a topic makes (and fences with ``init_transactions``) 16 transactional
+producers, not one per partition, and its later units reuse them (``KEEP_PRODUCERS``). Fencing is unchanged: every
+copy of partition p, by any run, retry or zombie, uses the same id, so the newest holder fences all the others.
+Partitions 0-15 keep the ids they always had. Units that share an id run one after the other in one thread of one
+task (``lanes``): two at once would fence each other. Measured on 1,000 partitions with 10 new records each
+(issue 11): a new producer's connection, ``init_transactions`` and first metadata cost about 55 ms of a thread per
+unit."""
+
+PROBE_AFTER_IDLE_S = 1.0
+"""A kept transactional producer idle this long (kept by an earlier wave or run) first sends one record and waits
+for its report, to learn at once whether another process fenced it since, rather than after a span. The units of a
+lane follow each other within milliseconds and skip that: the probe cost a round trip per unit, during which the
+source consumer, at the end of its partition and not yet paused, fetched in a loop (a broker answering such fetches
+at once turned that into ~1 core, measured on 1,000 partitions). A fenced producer is caught either way: nothing
+it sends can commit, and the unit is copied again with a new producer (``copy_unit``)."""
 
 UNIT_THREADS = 8
 """Units one process copies at once (threads): see :func:`copy_units`."""
@@ -187,16 +205,24 @@ def is_retriable(error: object) -> bool:
     return bool(error.retriable()) or error.code() in _TRANSIENT
 
 
-def copy_unit(spec: UnitSpec) -> UnitResult:
-    """Run one unit and describe the outcome; never raises, so one bad partition cannot hide the others."""
-    started = time.monotonic()
-    unit = _UnitCopy(spec)
+def transactional_id(flow: str, topic: str, partition: int) -> str:
+    """The ``transactional.id`` of every exactly-once copy of ``topic[partition]`` (see ``TRANSACTION_SLOTS``)."""
+    return f"mirrorflow|{flow}|{topic}|{partition % TRANSACTION_SLOTS}"
+
+
+def copy_unit(spec: UnitSpec, started: float | None = None) -> UnitResult:
+    """Run one unit and describe the outcome; never raises, so one bad partition cannot hide the others.
+
+    ``started``: when its lane began (``copy_units``); the unit's ``UNIT_SECONDS`` count from there.
+    """
+    started = time.monotonic() if started is None else started
+    unit = _UnitCopy(spec, started=started)
     result = unit.attempt()
     unit.drop_producer()
     if unit.reused and unit.producer_broken and result.records == 0:
         # A producer kept from an earlier unit was fenced since (another process took the partition's id, e.g. a
         # retried task) or broke while idle. Nothing was committed: do what a unit always did, with a new producer.
-        unit = _UnitCopy(spec, reuse=False)
+        unit = _UnitCopy(spec, reuse=False, started=started)
         result = unit.attempt()
         unit.drop_producer()
     result.seconds = round(time.monotonic() - started, 3)
@@ -204,26 +230,59 @@ def copy_unit(spec: UnitSpec) -> UnitResult:
 
 
 def copy_units(specs: Sequence[UnitSpec], threads: int | None = None) -> list[UnitResult]:
-    """Copy several units in this process at once, in ``threads`` threads; results in the order of ``specs``.
+    """Copy several units in this process at once, a lane per thread (``threads``); results in the order of
+    ``specs``.
 
     Why: a unit with a few records to copy is all waiting, not work. ``init_transactions`` costs about 55 ms on a
     quiet broker (0.5 s when librdkafka's retry timer fires first), the stored progress read and the commit a few
     ms more, and librdkafka releases the GIL while it waits. One after the other, 1,000 partitions with a few new
     records each took 401 s in one process (issue 11); overlapped, the waits are paid ``threads`` at a time. The
-    units of a wave never share a partition, so order within a partition is unaffected, and every unit keeps its
-    own consumer, producer and transaction, so the guarantees are those of one unit per process.
+    units of a wave never share a partition, so order within a partition is unaffected. Units sharing a
+    ``transactional.id`` (a lane, see ``lanes``) run one after the other, each with its own transactions on the
+    lane's producer; a lane's units share ``UNIT_SECONDS``: once it is spent, the rest of the lane is left for the
+    next wave (status ``deferred``), so a wave returns to the driver in about that time.
     """
     threads = UNIT_THREADS if threads is None else threads
-    if len(specs) <= 1 or threads <= 1:
-        # In a context of their own, as in the pool's threads: a unit's clients are not the run's (kafka_calls).
-        return [contextvars.Context().run(copy_unit, spec) for spec in specs]
-    with ThreadPoolExecutor(min(threads, len(specs)), thread_name_prefix="mirrorflow-unit") as pool:
-        return list(pool.map(copy_unit, specs))
+    results: list[UnitResult | None] = [None] * len(specs)
+
+    def run_lane(lane: list[int]) -> None:
+        started = time.monotonic()
+        for n, index in enumerate(lane):
+            spec = specs[index]
+            if n and time.monotonic() - started >= UNIT_SECONDS:
+                results[index] = UnitResult(spec.topic, spec.partition, "deferred")
+            else:
+                results[index] = copy_unit(spec, started)
+
+    lanes_ = lanes(specs)
+    if len(lanes_) <= 1 or threads <= 1:
+        for lane in lanes_:
+            # In a context of their own, as in the pool's threads: a unit's clients are not the run's (kafka_calls).
+            contextvars.Context().run(run_lane, lane)
+    else:
+        with ThreadPoolExecutor(min(threads, len(lanes_)), thread_name_prefix="mirrorflow-unit") as pool:
+            list(pool.map(run_lane, lanes_))
+    return [result for result in results if result is not None]
 
 
-def task_groups(count: int) -> int:
-    """How many Spark tasks a wave of ``count`` units runs as (see ``TASK_UNITS``)."""
-    return min(count, TASK_UNITS)
+def lanes(specs: Sequence[UnitSpec]) -> list[list[int]]:
+    """Indexes of ``specs`` in lanes: exactly-once units sharing a ``transactional.id`` (see
+    ``TRANSACTION_SLOTS``) form one lane, in the order given; every other unit is a lane of its own."""
+    by_id: dict[str, list[int]] = {}
+    for index, spec in enumerate(specs):
+        key = spec.transactional_id if spec.delivery == "exactly-once" else f"{index}#"
+        by_id.setdefault(key, []).append(index)
+    return list(by_id.values())
+
+
+def task_shares(specs: Sequence[UnitSpec]) -> list[list[int]]:
+    """Indexes of ``specs`` per Spark task: whole lanes, at most ``TASK_UNITS`` tasks, the larger lanes spread first
+    so the tasks carry about as many units each. A lane never spans two tasks (its units would fence each other)."""
+    lanes_ = sorted(lanes(specs), key=len, reverse=True)
+    shares: list[list[int]] = [[] for _ in range(min(len(lanes_), TASK_UNITS))]
+    for lane in lanes_:
+        min(shares, key=len).extend(lane)
+    return shares
 
 
 def _is_fenced(error: object) -> bool:
@@ -358,6 +417,22 @@ def _stored(spec: UnitSpec) -> StoredProgress | None:
     ).get((spec.topic, spec.partition))
 
 
+def _check_partition(messages: list[Any], spec: UnitSpec) -> None:
+    """Refuse a consumer batch that is not of the unit's partition (ends only: two calls per batch, not per record).
+
+    The source consumer is a kept one (``kept_clients``) that copied another partition before; librdkafka discards
+    what it fetched for a partition no longer assigned, and this makes sure of it where a mistake would put
+    records into the wrong partition.
+    """
+    for message in (messages[0], messages[-1]):
+        if message.partition() != spec.partition or message.topic() != spec.topic:
+            raise UnitFailed(
+                f"{spec.topic}[{spec.partition}]: the source consumer returned a record of "
+                f"{message.topic()}[{message.partition()}]; nothing of it was copied",
+                retriable=True,
+            )
+
+
 def _headers_size(headers: list[tuple[str, bytes | None]]) -> int:
     return sum(len(k) + len(v or b"") for k, v in headers)
 
@@ -373,13 +448,14 @@ def _last_offset(messages: list[Any]) -> int:
 class _UnitCopy:
     """One unit's copy: records sent since the last checkpoint, and what was committed so far."""
 
-    def __init__(self, spec: UnitSpec, *, reuse: bool = True) -> None:
+    def __init__(self, spec: UnitSpec, *, reuse: bool = True, started: float | None = None) -> None:
         self.spec = spec
         self.exactly_once = spec.delivery == "exactly-once"
         self.result = UnitResult(spec.topic, spec.partition, "copied")
         self.producer: Producer | None = None
         self.reuse = reuse  # may take a producer kept from an earlier unit
         self.reused = False  # it did
+        self.probe = False  # it had been idle long enough to check first that it still owns its id
         self.producer_broken = False  # fenced, or failed in a way that leaves the producer unusable
         self.sent_offsets: list[int] = []  # upstream offsets sent since the last checkpoint, in send order
         self.acked: list[int] = []  # target offsets of the records acknowledged since then, as reported
@@ -397,7 +473,8 @@ class _UnitCopy:
         self.source_last: str | None = None
         self.previous = -1  # last copied upstream offset before this unit's next run (-1: claim nothing)
         self.target_next: int | None = None
-        self.last_checkpoint = self.started = time.monotonic()
+        self.last_checkpoint = time.monotonic()
+        self.started = self.last_checkpoint if started is None else started  # its lane's start (``copy_units``)
         # Records per span: a transaction (exactly-once), or between progress checkpoints (at-least-once).
         self.span_records = spec.max_records if self.exactly_once else min(spec.max_records, CHECKPOINT_EVERY_RECORDS)
 
@@ -411,7 +488,7 @@ class _UnitCopy:
         target), whose delivery callbacks point back at this unit, so it is destroyed now and does not go on
         reconnecting, and logging, in a long-lived process (tests, an Airflow worker) until message.timeout.ms."""
         producer, self.producer = self.producer, None
-        if producer is None or _is_kept(producer):
+        if producer is None or _KEPT_PRODUCERS.holds(producer):
             return
         with contextlib.suppress(KafkaException, RuntimeError):
             producer.purge()
@@ -449,9 +526,11 @@ class _UnitCopy:
         config = {**PRODUCER_DEFAULTS, **spec.target_producer, "enable.idempotence": True, "acks": "all"}
         if self.exactly_once:
             config["transactional.id"] = spec.transactional_id
-        key = _producer_key(config)
-        self.producer = _take_kept_producer(key) if self.reuse else None
-        self.reused = self.producer is not None
+        key = client_key(config)
+        kept = _KEPT_PRODUCERS.take(key) if self.reuse else None
+        self.producer = kept[0] if kept is not None else None
+        self.reused = kept is not None
+        self.probe = kept is not None and kept[1] >= PROBE_AFTER_IDLE_S
         if self.producer is None:
             self.producer = _new_producer(config, spec.timeout_s)
             if self.exactly_once:
@@ -459,7 +538,7 @@ class _UnitCopy:
                 self.producer.init_transactions(spec.timeout_s)
         if not self.exactly_once:
             self._copy()
-            _keep_producer(key, self.producer)
+            _KEPT_PRODUCERS.keep(key, self.producer)
             return
         try:
             try:
@@ -478,7 +557,7 @@ class _UnitCopy:
             # from a callback); aborting tells fenced (another producer owns the partition now) from failed.
             self._abort()
             raise exc from None
-        _keep_producer(key, self.producer)  # only a producer whose transaction committed (or never began)
+        _KEPT_PRODUCERS.keep(key, self.producer)  # only a producer whose transaction committed (or never began)
 
     def _abort(self) -> bool:
         """Abort the open transaction; False when the producer is left unusable. Raises ``_Fenced`` when a newer
@@ -520,8 +599,7 @@ class _UnitCopy:
         result.position = start
         if result.start is None:  # a span copied again (``_PerRecordReports``) keeps the unit's first start
             result.start = start
-        consumer = _source_consumer(spec)
-        try:
+        with lent_consumer(_source_config(spec), lambda: _source_consumer(spec)) as consumer:
             log_start, _ = consumer.get_watermark_offsets(TopicPartition(spec.topic, spec.partition), spec.timeout_s)
             if start < log_start:
                 action = "stopped" if spec.truncation == "stop" else "continued from log start"
@@ -540,8 +618,6 @@ class _UnitCopy:
             if self.exactly_once:
                 self.producer.begin_transaction()  # type: ignore[union-attr]
             position = self._copy_records(consumer, start) if start < spec.end else start
-        finally:
-            consumer.close()
         self._checkpoint(position)
         if result.records == 0 and not reset and position == start:
             result.status = "noop"
@@ -567,12 +643,15 @@ class _UnitCopy:
         tp = TopicPartition(spec.topic, spec.partition)
         first = True
         paused = False
-        # A kept producer: one record first, to learn at once whether it was fenced (once: not again in a redo).
-        probe = self.reused and not self.sent_total
+        # A kept producer idle for a while: one record first, to learn at once whether it was fenced (once: not again
+        # in a redo). Not for the units of a lane that follow each other (see ``PROBE_AFTER_IDLE_S``).
+        probe = self.probe and not self.sent_total
 
         while True:
             messages = consumer.consume(1 if probe else self._batch_size(position), timeout=_CONSUME_WAIT_S)
             reached_eof = not messages
+            if messages:
+                _check_partition(messages, spec)
             if first and messages:
                 offset = next((m.offset() for m in messages if m.error() is None), None)
                 if offset is not None:
@@ -965,39 +1044,16 @@ class _UnitCopy:
         )
 
 
-_KEPT_PRODUCERS: OrderedDict[str, Producer] = OrderedDict()
+def _flush_producer(producer: Producer) -> None:
+    producer.flush(10)
+
+
+_KEPT_PRODUCERS: KeptClients[Producer] = KeptClients(lambda: KEEP_PRODUCERS, _flush_producer)
+"""Idle record producers for a later unit with the same configuration (and ``transactional.id``). Only producers
+with nothing in flight and no open transaction are kept (a unit that ended normally); one that failed is dropped,
+whatever its state."""
 _SHARED_LOCK = threading.Lock()
-"""Guards the kept producers and the offset-syncs producers: units of one process may run in threads."""
-
-
-def _producer_key(config: dict[str, Any]) -> str:
-    return repr(sorted(config.items()))
-
-
-def _take_kept_producer(key: str) -> Producer | None:
-    with _SHARED_LOCK:
-        return _KEPT_PRODUCERS.pop(key, None)
-
-
-def _is_kept(producer: Producer) -> bool:
-    with _SHARED_LOCK:
-        return any(kept is producer for kept in _KEPT_PRODUCERS.values())
-
-
-def _keep_producer(key: str, producer: Producer) -> None:
-    """Keep an idle record producer for a later unit with the same configuration (and transactional.id).
-
-    Only producers with nothing in flight and no open transaction come here (a unit that ended normally); one
-    that failed is dropped, whatever its state. Taken out again while a unit uses it, so no two units share one.
-    """
-    dropped: list[Producer] = []
-    with _SHARED_LOCK:
-        _KEPT_PRODUCERS[key] = producer
-        _KEPT_PRODUCERS.move_to_end(key)
-        while len(_KEPT_PRODUCERS) > KEEP_PRODUCERS:
-            dropped.append(_KEPT_PRODUCERS.popitem(last=False)[1])
-    for oldest in dropped:
-        oldest.flush(10)
+"""Guards the offset-syncs producers: units of one process may run in threads."""
 
 
 _SYNCS_PRODUCERS: dict[str, Producer] = {}
@@ -1008,10 +1064,10 @@ def _syncs_producer(config: dict[str, Any]) -> Producer:
 
     A new producer costs a connection and a producer id (about 0.25 s per unit on the embedded broker, half a
     small unit's time); Spark reuses its Python workers, so later units of a run skip that (the app, and with it
-    its workers, ends with the run). In-process runs close them after each wave (``close_shared_producers``).
+    its workers, ends with the run). In-process runs close them after each wave (``close_kept_clients``).
     Not for records: those go through the unit's own (transactional) producer.
     """
-    key = _producer_key(config)
+    key = client_key(config)
     with _SHARED_LOCK:
         producer = _SYNCS_PRODUCERS.get(key)
         if producer is None:
@@ -1020,16 +1076,16 @@ def _syncs_producer(config: dict[str, Any]) -> Producer:
     return producer
 
 
-def close_shared_producers(timeout: float = 10.0) -> None:
-    """Flush and drop the producers kept across units (offset syncs, and the idle record producers), so a
-    long-lived process (tests, an in-process run inside an Airflow worker) does not keep connections to
-    clusters it no longer uses."""
+def close_kept_clients(timeout: float = 10.0) -> None:
+    """Flush and drop the producers kept across units (offset syncs, and the idle record producers) and close the
+    idle consumers, so a long-lived process (tests, an in-process run inside an Airflow worker) does not keep
+    connections to clusters it no longer uses."""
     with _SHARED_LOCK:
-        producers = [*_SYNCS_PRODUCERS.values(), *_KEPT_PRODUCERS.values()]
+        producers = [*_SYNCS_PRODUCERS.values()]
         _SYNCS_PRODUCERS.clear()
-        _KEPT_PRODUCERS.clear()
-    for producer in producers:
+    for producer in [*producers, *_KEPT_PRODUCERS.drain()]:
         producer.flush(timeout)
+    close_kept_consumers()
 
 
 def _new_producer(config: dict[str, Any], timeout: float) -> Producer:
@@ -1054,20 +1110,23 @@ def _produce_syncs(producer: Producer, topic: str, syncs: list[OffsetSync]) -> N
         producer.produce(topic, key=sync.key(), value=sync.value(), partition=0)
 
 
-def _source_consumer(spec: UnitSpec, **overrides: Any) -> Consumer:
+def _source_config(spec: UnitSpec, **overrides: Any) -> dict[str, Any]:
     """A consumer of the source partition that reports end of partition and never resets silently:
     an out-of-range position (retention deleted records) surfaces as an error, hence as a loss event."""
-    return Consumer(
-        {
-            "receive.message.max.bytes": _RECEIVE_MAX,
-            **CONSUMER_DEFAULTS,
-            **spec.source_consumer,
-            "enable.partition.eof": True,
-            "enable.auto.commit": False,
-            "auto.offset.reset": "error",
-            **overrides,
-        }
-    )
+    return {
+        "receive.message.max.bytes": _RECEIVE_MAX,
+        **CONSUMER_DEFAULTS,
+        **spec.source_consumer,
+        "enable.partition.eof": True,
+        "enable.auto.commit": False,
+        "auto.offset.reset": "error",
+        **overrides,
+    }
+
+
+def _source_consumer(spec: UnitSpec, **overrides: Any) -> Consumer:
+    """A new consumer of ``_source_config``; a unit's copy borrows a kept one (``kept_clients.lent_consumer``)."""
+    return Consumer(_source_config(spec, **overrides))
 
 
 def _read_range(spec: UnitSpec, begin: int, end: int, isolation: str) -> list[Any]:

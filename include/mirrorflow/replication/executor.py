@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from .copy import close_shared_producers, copy_units, task_groups
+from .copy import close_kept_clients, copy_units, task_shares
 from .units import UnitResult, UnitSpec
 
 
@@ -37,15 +37,15 @@ class LocalExecutor:
         try:
             return copy_units(units)
         finally:
-            close_shared_producers()  # this process may live on (tests, Airflow workers): no idle connections
+            close_kept_clients()  # this process may live on (tests, Airflow workers): no idle connections
 
     def close(self) -> None:
         """Nothing to stop: units ran in this process."""
 
 
 class SparkExecutor:
-    """One Spark task per work unit, or per share of a large wave (``task_groups``); units of one wave never share a
-    partition, so order is kept."""
+    """One Spark task per work unit, or per share of a large wave (``copy.task_shares``: units that share a
+    transactional producer go to the same task); units of one wave never share a partition, so order is kept."""
 
     engine_seconds = 0.0  # the Spark app times its own SparkSession start
 
@@ -60,5 +60,10 @@ class SparkExecutor:
             return []
         context = self.spark.sparkContext
         context.setJobDescription(f"mirrorflow: copy {len(units)} work unit(s)")
-        tasks = task_groups(len(units))
-        return context.parallelize(list(units), tasks).mapPartitions(lambda part: copy_units(list(part))).collect()
+        shares = [[units[i] for i in share] for share in task_shares(units)]
+        # One share per Spark partition (parallelize keeps a list's elements in order, one per slice here).
+        results = context.parallelize(shares, len(shares)).mapPartitions(
+            lambda part: [result for share in part for result in copy_units(share)]
+        )
+        by_key = {(r.topic, r.partition): r for r in results.collect()}
+        return [by_key[(unit.topic, unit.partition)] for unit in units]

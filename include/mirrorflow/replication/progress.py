@@ -19,6 +19,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from ..kafka_calls import note
 from ..wire import decode_source_offset_key, decode_source_offset_value, java_partition, source_offset_key
+from .kept_clients import lent_consumer
 
 _ABSENT = (KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC, KafkaError.UNKNOWN_TOPIC_OR_PART)
 
@@ -34,17 +35,19 @@ def progress_location(source_alias: str, topic: str, partition: int, num_partiti
     return key, java_partition(key, num_partitions)
 
 
-def _committed_reader(consumer_config: dict[str, Any]) -> Consumer:
+def _committed_config(consumer_config: dict[str, Any]) -> dict[str, Any]:
     """A consumer of committed records only, that reports the end of each partition (assign() only)."""
+    return {
+        **consumer_config,
+        "isolation.level": "read_committed",
+        "enable.auto.commit": False,
+        "enable.partition.eof": True,
+    }
+
+
+def _committed_reader(consumer_config: dict[str, Any]) -> Consumer:
     note("new consumer")
-    return Consumer(
-        {
-            **consumer_config,
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-        }
-    )
+    return Consumer(_committed_config(consumer_config))
 
 
 def read_messages(
@@ -243,9 +246,10 @@ def progress_since(
     it from the beginning took 56 ms per unit at 1,000 partitions on the embedded broker, and grows with the flow's
     age. Read committed, in order: the last record under ``key`` wins, a tombstone clears.
     """
-    consumer = _committed_reader(consumer_config)
     result = known
-    try:
+    # A kept consumer (kept_clients): this runs once per work unit, and a new consumer per unit cost more than
+    # the read (issue 11). What it fetched for an earlier assignment is discarded when it is assigned again.
+    with lent_consumer(_committed_config(consumer_config)) as consumer:
         consumer.assign([TopicPartition(topic, partition, start)])
         deadline = time.monotonic() + timeout
         while True:
@@ -255,14 +259,15 @@ def progress_since(
             if message is None:
                 continue
             error = message.error()
-            if error is not None:
-                if error.code() == KafkaError._PARTITION_EOF:
-                    return result
+            if error is not None and error.code() != KafkaError._PARTITION_EOF:
                 raise RuntimeError(f"reading {topic}[{partition}]: {error}")
+            if message.partition() != partition or message.topic() != topic:
+                where = f"{message.topic()}[{message.partition()}]"
+                raise RuntimeError(f"reading {topic}[{partition}]: the consumer returned a message of {where}")
+            if error is not None:
+                return result  # the end of the partition
             if message.key() == key:
                 result = _stored_progress(message)
-    finally:
-        consumer.close()
 
 
 def read_progress(

@@ -27,7 +27,7 @@ from .. import clients, kafka_calls, topics
 from ..alerts import WEBHOOK_KEY, send_run_events
 from ..config.model import FlowConfig, MirrorConfig, parse_duration
 from ..internal_topics import InternalTopic, ensure_internal_topic
-from .copy import is_retriable, kafka_words
+from .copy import is_retriable, kafka_words, transactional_id
 from .executor import UnitExecutor
 from .history import last_acl_sync, parse_history, run_summary
 from .incarnation import PartitionNow, fingerprint_offset, fingerprints_now, plan_reset, topic_ids
@@ -380,6 +380,8 @@ class _Run:
             to_retry = 0
             for result in self.executor.run(units):
                 key = (result.topic, result.partition)
+                if result.status == "deferred":
+                    continue  # its lane's time was up before it began (``copy.copy_units``): the next wave has it
                 report.add_phase("commit", result.commit_seconds)
                 if result.reset_applied and result.status in ("copied", "noop"):
                     self.resets.pop(key, None)
@@ -502,7 +504,7 @@ class _Run:
             partition=part.partition,
             end=end,
             default_start=part.start,
-            transactional_id=f"mirrorflow|{self.flow.name}|{part.topic}|{part.partition}",
+            transactional_id=transactional_id(self.flow.name, part.topic, part.partition),
             progress_partition=partition,
             progress_key=key,
             source_topic_id=self.source_ids.get(part.topic),

@@ -136,7 +136,8 @@ class Run:
 
 @dataclass
 class UnitResult:
-    """What one work unit did; ``status`` is copied, noop, fenced, stopped or failed.
+    """What one work unit did; ``status`` is copied, noop, fenced, stopped, failed or deferred (not begun: its lane
+    ran out of time, see ``copy.copy_units``).
 
     The counts are what the unit committed (records whose progress is stored), never what it merely sent:
     a failed unit counts the transactions (exactly-once) or checkpoints (at-least-once) it completed.
