@@ -474,24 +474,34 @@ def test_units_of_a_process_run_in_threads_and_results_keep_their_order(fakes: d
     assert len(copy._KEPT_PRODUCERS) == copy.KEEP_PRODUCERS  # kept ones bounded under threads too
 
 
-def test_a_large_wave_is_spread_over_a_bounded_number_of_tasks_whole_lanes_each() -> None:
+def test_a_wave_is_spread_over_tasks_by_its_records_whole_lanes_each() -> None:
+    def units(topics: int, partitions: int, records: int) -> list[UnitSpec]:
+        return [
+            unit(topic=f"t{t}", partition=p, end=records, transactional_id=copy.transactional_id("f", f"t{t}", p))
+            for t in range(topics)
+            for p in range(partitions)
+        ]
+
     def ids(shares: list[list[int]], specs: list[UnitSpec]) -> list[set[str]]:
         return [{specs[i].transactional_id for i in share} for share in shares]
 
-    few = [unit(partition=p, transactional_id=copy.transactional_id("f", "src", p)) for p in range(4)]
-    assert copy.task_shares(few) == [[0], [1], [2], [3]]  # one unit per task, as before
-    wide = [unit(partition=p, transactional_id=copy.transactional_id("f", "src", p)) for p in range(1000)]
-    shares = copy.task_shares(wide)
+    big = units(1, 4, 250_000)
+    assert copy.task_shares(big) == [[0], [1], [2], [3]]  # a task per partition: each copy a core to itself
+    few = units(1, 4, 100)
+    assert copy.task_shares(few) == [[0, 1, 2, 3]]  # small: one task, its threads overlap the waits
+    wide = units(1, 1000, 10)
+    assert [sorted(share) for share in copy.task_shares(wide)] == [list(range(1000))]
+    wide_and_big = units(1, 1000, 10_000)
+    shares = copy.task_shares(wide_and_big)
     assert len(shares) == copy.TRANSACTION_SLOTS  # a task per lane: 16 producers for 1,000 partitions
     assert sorted(i for share in shares for i in share) == list(range(1000))
-    assert all(len(lane) == 1 for lane in ids(shares, wide))  # a lane never spans two tasks
-    many = [
-        unit(topic=f"t{t}", partition=p, transactional_id=copy.transactional_id("f", f"t{t}", p))
-        for t in range(50)
-        for p in range(4)
-    ]
+    assert all(len(lane) == 1 for lane in ids(shares, wide_and_big))  # a lane never spans two tasks
+    many = units(50, 4, 100_000)
     shares = copy.task_shares(many)
     assert len(shares) == copy.TASK_UNITS and {len(s) for s in shares} <= {3, 4}  # bounded, about even
+    resumed = unit(end=300_000, stored=StoredProgress(299_989))  # planned from its stored progress: 10 records
+    assert copy.task_shares([resumed, *units(1, 1, 20)]) == [[1, 0]]  # 30 records: one task
+    assert copy.task_shares([unit(end=300_000), *units(1, 1, 20)]) == [[0], [1]]  # from offset 0: two
     loose = [unit(delivery="at-least-once", partition=p) for p in range(3)]  # no transactional producer to share
     assert copy.lanes(loose) == [[0], [1], [2]]
 
