@@ -316,6 +316,47 @@ def test_what_a_lost_executor_committed_is_counted(
     assert committed(kafka_clusters.backup, f"primary.{topic}") == committed(kafka_clusters.primary, topic)
 
 
+def test_a_wide_topic_killed_while_a_lane_transaction_is_open_loses_nothing_and_repeats_nothing(
+    kafka_clusters: Any, spark_connect: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """40 partitions share 16 transactional ids: small units of a lane leave their spans in one open transaction
+    (``copy._LaneTransaction``). The task is killed while such a transaction holds earlier units' records; the
+    retried task fences it (aborted), and every partition ends up copied exactly once, offset syncs exact."""
+    p = prefix()
+    topic = create_topic(kafka_clusters.primary, f"{p}-wide", partitions=40)
+    # Partitions 0-15 (each the first unit of its lane) get 3 records; the later units of a lane 10, and the fault
+    # fires at a unit's 8th record: in a later unit, while the first unit's span waits in the open transaction.
+    records = [
+        {"key": b"k%d" % i, "value": b"p%d-r%d" % (partition, i), "partition": partition}
+        for partition in range(40)
+        for i in range(3 if partition < 16 else 10)
+    ]
+    produce(kafka_clusters.primary, topic, records)
+    marker = tmp_path / "fault-fired"
+    monkeypatch.setenv("MIRRORFLOW_FAULT", json.dumps({"after_records": 8, "marker": str(marker)}))
+    config = make_config(kafka_clusters, p)
+    executor = SparkConnectExecutor(spark_connect, f"tests/{uuid.uuid4().hex}")
+    try:
+        report = replicate(config, "primary->backup", None, executor)
+    finally:
+        executor.close()
+    assert marker.exists(), "the fault hook did not fire"
+    assert report.ok, report.errors
+    assert report.records == len(records)
+    source = committed(kafka_clusters.primary, topic)
+    assert committed(kafka_clusters.backup, f"primary.{topic}") == source  # no duplicate, no gap
+    # The killed attempt really wrote: its records sit in an aborted transaction.
+    assert len(read_all(kafka_clusters.backup, f"primary.{topic}", isolation="read_uncommitted")) > len(source)
+    landed = {(r.partition, r.offset): r.value for r in read_all(kafka_clusters.backup, f"primary.{topic}")}
+    syncs = [
+        sync
+        for r in read_all(kafka_clusters.backup, "mm2-offset-syncs.primary.internal")
+        if (sync := OffsetSync.decode(r.key, r.value)).topic == topic
+    ]
+    assert {s.partition for s in syncs} == set(range(40))
+    assert all(landed[(s.partition, s.downstream_offset)].endswith(b"-r%d" % s.upstream_offset) for s in syncs)
+
+
 def test_new_topics_and_partitions_are_picked_up(kafka_clusters: Any) -> None:
     p = prefix()
     first = create_topic(kafka_clusters.primary, f"{p}-grow", partitions=1)

@@ -513,7 +513,10 @@ def test_units_sharing_a_transactional_id_run_one_after_the_other_on_one_produce
     results = copy.copy_units(specs, threads=4)
     assert [(r.partition, r.status, r.records) for r in results] == [(p, "copied", 25) for p in (0, 16, 32, 1)]
     assert [p.inits for p in FakeProducer.made] == [1, 1]  # one producer per lane, reused by its later units
-    assert [p.commits for p in FakeProducer.made] == [3, 1]  # each unit its own transactions
+    assert [p.commits for p in FakeProducer.made] == [1, 1]  # small units of a lane share one transaction
+    lane = FakeProducer.made[0].log
+    assert [m.partition() for m in lane["src.src"]] == [0] * 25 + [16] * 25 + [32] * 25
+    assert [m.partition() for m in lane["mm2-offsets.src.internal"]] == [0, 0, 0]  # a progress record per unit
     monkeypatch.setattr(copy, "UNIT_SECONDS", 0.0)
     results = copy.copy_units(specs, threads=4)
     # The first unit of a lane always runs (a wave moves on); the rest wait for the next wave.
@@ -558,3 +561,38 @@ def test_a_consumer_batch_of_another_partition_is_refused_and_nothing_of_it_comm
     (producer,) = FakeProducer.made
     assert producer.commits == 0 and "src.src" not in producer.log
     assert fakes["consumers"][0].closed  # not kept after a failure
+
+
+def test_when_a_lane_transaction_is_aborted_its_earlier_units_fail_retriably_having_committed_nothing(
+    fakes: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Units 0 and 16 share a transaction id: unit 0 leaves its span in the open transaction, unit 16 meets a
+    record the target refuses, so the transaction is aborted: unit 0 must not claim records it never committed."""
+    fakes["values"] = [b"v%d" % i for i in range(10)] + [b"L" * 5000] + [b"w%d" % i for i in range(5)]
+    real = FakeProducer.__init__
+
+    def limited(self: FakeProducer, config: dict[str, Any]) -> None:
+        real(self, config)
+        self.max_size = 2000
+
+    monkeypatch.setattr(FakeProducer, "__init__", limited)
+    specs = [
+        unit(partition=p, end=end, transactional_id=copy.transactional_id("f", "src", p))
+        for p, end in ((0, 10), (16, 16))
+    ]
+    first, second = copy.copy_units(specs)
+    assert (first.status, first.records, first.retriable, first.position, first.runs) == ("failed", 0, True, None, [])
+    assert "nothing of it was committed" in (first.error or "")
+    assert (second.status, second.records) == ("failed", 0)
+    assert "source offset 10" in (second.error or "")  # the refused record, named
+    (producer,) = FakeProducer.made
+    assert producer.commits == 0 and producer.aborts >= 1 and producer.stored is None
+    assert len(copy._KEPT_PRODUCERS) == 0  # a producer whose lane failed is not kept
+
+
+def test_a_unit_that_committed_before_never_leaves_its_last_span_to_the_lane(fakes: dict[str, Any]) -> None:
+    specs = [unit(partition=p, max_records=10, transactional_id=copy.transactional_id("f", "src", p)) for p in (0, 16)]
+    results = copy.copy_units(specs)
+    assert [(r.status, r.records) for r in results] == [("copied", 25), ("copied", 25)]
+    # 3 transactions each (10 + 10 + 5 records), none shared: a shared one would hold more than max_records.
+    assert FakeProducer.made[0].commits == 6
