@@ -527,6 +527,11 @@ def test_units_sharing_a_transactional_id_run_one_after_the_other_on_one_produce
         (1, "copied"),
     ]
     assert results[1].position is None and results[1].records == 0
+    # The lane committed what unit 0 left open, and kept its producer under its id: the next wave reuses it.
+    assert [p.commits for p in FakeProducer.made] == [2, 2]
+    monkeypatch.setattr(copy, "UNIT_SECONDS", 30.0)
+    copy.copy_units(specs[1:3], threads=4)
+    assert len(FakeProducer.made) == 2 and [p.inits for p in FakeProducer.made] == [1, 1]
 
 
 def test_the_source_consumer_reads_ahead_a_bounded_amount_unless_the_flow_says_otherwise(

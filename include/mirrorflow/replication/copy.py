@@ -305,12 +305,12 @@ class _LaneTransaction:
                 producer.purge()
                 producer.flush(0)
             return
-        pending = self.pending
+        pending, key = self.pending, self.key  # before ``committed`` clears them
         self.committed()
         share = round((time.monotonic() - started) / max(1, len(pending)), 3)
         for unit in pending:
             unit.result.commit_seconds = round(unit.result.commit_seconds + share, 3)
-        _KEPT_PRODUCERS.keep(self.key, producer)
+        _KEPT_PRODUCERS.keep(key, producer)
 
     def _clear(self) -> None:
         self.producer, self.key, self.records, self.bytes = None, "", 0, 0
