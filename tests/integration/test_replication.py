@@ -78,6 +78,15 @@ def make_config(clusters: Any, prefix: str, extra: str = "") -> MirrorConfig:
     )
 
 
+def replicate_on_connect(config: MirrorConfig, spark_connect: str) -> Any:
+    """One run of ``primary->backup`` on a Spark Connect session of its own, closed after."""
+    executor = SparkConnectExecutor(spark_connect, f"tests/{uuid.uuid4().hex}")
+    try:
+        return replicate(config, "primary->backup", None, executor)
+    finally:
+        executor.close()
+
+
 def prefix() -> str:
     return f"rep-{uuid.uuid4().hex[:8]}"
 
@@ -305,11 +314,7 @@ def test_what_a_lost_executor_committed_is_counted(
     marker = tmp_path / "fault-fired"
     monkeypatch.setenv("MIRRORFLOW_FAULT", json.dumps({"after_records": 50, "marker": str(marker)}))
     config = make_config(kafka_clusters, p, "mirrorflow.unit.max.records = 30\n")
-    executor = SparkConnectExecutor(spark_connect, f"tests/{uuid.uuid4().hex}")
-    try:
-        report = replicate(config, "primary->backup", None, executor)
-    finally:
-        executor.close()
+    report = replicate_on_connect(config, spark_connect)
     assert marker.exists(), "the fault hook did not fire"
     assert report.ok, report.errors
     assert report.records == 100  # 30 committed by the lost attempt, 70 by the retry
@@ -335,11 +340,7 @@ def test_a_wide_topic_killed_while_a_lane_transaction_is_open_loses_nothing_and_
     marker = tmp_path / "fault-fired"
     monkeypatch.setenv("MIRRORFLOW_FAULT", json.dumps({"after_records": 8, "marker": str(marker)}))
     config = make_config(kafka_clusters, p)
-    executor = SparkConnectExecutor(spark_connect, f"tests/{uuid.uuid4().hex}")
-    try:
-        report = replicate(config, "primary->backup", None, executor)
-    finally:
-        executor.close()
+    report = replicate_on_connect(config, spark_connect)
     assert marker.exists(), "the fault hook did not fire"
     assert report.ok, report.errors
     assert report.records == len(records)

@@ -215,6 +215,17 @@ class FakeProducer:
         self.txn, self.txn_failed = [], None
 
 
+def refuse_values_over(monkeypatch: pytest.MonkeyPatch, max_size: int) -> None:
+    """Every FakeProducer made from now on refuses records whose value is larger than ``max_size`` bytes."""
+    real = FakeProducer.__init__
+
+    def limited(self: FakeProducer, config: dict[str, Any]) -> None:
+        real(self, config)
+        self.max_size = max_size
+
+    monkeypatch.setattr(FakeProducer, "__init__", limited)
+
+
 @pytest.fixture
 def fakes(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     state: dict[str, Any] = {"values": [b"v%d" % i for i in range(25)], "consumers": []}
@@ -337,13 +348,7 @@ def test_kept_producers_are_bounded(fakes: dict[str, Any], monkeypatch: pytest.M
 
 def test_a_refused_batch_names_its_largest_record(fakes: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     fakes["values"] = [b"small-%d" % i for i in range(10)] + [b"L" * 5000] + [b"after-%d" % i for i in range(5)]
-    real = FakeProducer.__init__
-
-    def limited(self: FakeProducer, config: dict[str, Any]) -> None:
-        real(self, config)
-        self.max_size = 2000
-
-    monkeypatch.setattr(FakeProducer, "__init__", limited)
+    refuse_values_over(monkeypatch, 2000)
     result = copy.copy_unit(unit(end=16))
     assert result.status == "failed" and result.records == 0
     assert "source offset 10" in (result.error or "") and "5003 bytes" in (result.error or ""), result.error
@@ -406,13 +411,7 @@ def test_a_failure_in_a_later_transaction_keeps_what_earlier_ones_committed(
     fakes: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fakes["values"] = [b"v%d" % i for i in range(22)] + [b"L" * 5000] + [b"after"]
-    real = FakeProducer.__init__
-
-    def limited(self: FakeProducer, config: dict[str, Any]) -> None:
-        real(self, config)
-        self.max_size = 2000
-
-    monkeypatch.setattr(FakeProducer, "__init__", limited)
+    refuse_values_over(monkeypatch, 2000)
     fakes["follow_progress"] = True
     result = copy.copy_unit(unit(end=24, max_records=10))
     assert (result.status, result.records, result.position) == ("failed", 20, 20)
@@ -574,13 +573,7 @@ def test_when_a_lane_transaction_is_aborted_its_earlier_units_fail_retriably_hav
     """Units 0 and 16 share a transaction id: unit 0 leaves its span in the open transaction, unit 16 meets a
     record the target refuses, so the transaction is aborted: unit 0 must not claim records it never committed."""
     fakes["values"] = [b"v%d" % i for i in range(10)] + [b"L" * 5000] + [b"w%d" % i for i in range(5)]
-    real = FakeProducer.__init__
-
-    def limited(self: FakeProducer, config: dict[str, Any]) -> None:
-        real(self, config)
-        self.max_size = 2000
-
-    monkeypatch.setattr(FakeProducer, "__init__", limited)
+    refuse_values_over(monkeypatch, 2000)
     specs = [
         unit(partition=p, end=end, transactional_id=copy.transactional_id("f", "src", p))
         for p, end in ((0, 10), (16, 16))

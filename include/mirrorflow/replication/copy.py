@@ -301,9 +301,7 @@ class _LaneTransaction:
                 producer.abort_transaction(min(timeout, 30))
             error = exc.args[0] if exc.args else exc
             self.aborted(f"the transaction this unit shared with later units of its lane failed: {kafka_words(error)}")
-            with contextlib.suppress(KafkaException, RuntimeError):
-                producer.purge()
-                producer.flush(0)
+            _let_go(producer)
             return
         pending, key = self.pending, self.key  # before ``committed`` clears them
         self.committed()
@@ -371,13 +369,13 @@ def task_shares(specs: Sequence[UnitSpec]) -> list[list[int]]:
     other), a task per ``TASK_RECORDS`` planned records but no more tasks than lanes or ``TASK_UNITS``, the lanes with
     the most records placed first, each on the task planned to copy the fewest so far."""
     planned = [_planned_records(spec) for spec in specs]
-    lanes_ = sorted(lanes(specs), key=lambda lane: sum(planned[i] for i in lane), reverse=True)
-    count = min(len(lanes_), TASK_UNITS, -(-sum(planned) // TASK_RECORDS))
+    weighed = sorted(((sum(planned[i] for i in lane), lane) for lane in lanes(specs)), key=lambda w: w[0], reverse=True)
+    count = min(len(weighed), TASK_UNITS, -(-sum(planned) // TASK_RECORDS))
     shares: list[tuple[int, list[int]]] = [(0, []) for _ in range(count)]
-    for lane in lanes_:
+    for lane_records, lane in weighed:
         index = min(range(count), key=lambda i: shares[i][0])
         records, share = shares[index]
-        shares[index] = (records + sum(planned[i] for i in lane), share + lane)
+        shares[index] = (records + lane_records, share + lane)
     return [share for _, share in shares]
 
 
@@ -602,11 +600,8 @@ class _UnitCopy:
         target), whose delivery callbacks point back at this unit, so it is destroyed now and does not go on
         reconnecting, and logging, in a long-lived process (tests, an Airflow worker) until message.timeout.ms."""
         producer, self.producer = self.producer, None
-        if producer is None or _KEPT_PRODUCERS.holds(producer) or self._lane_holds(producer):
-            return
-        with contextlib.suppress(KafkaException, RuntimeError):
-            producer.purge()
-            producer.flush(0)
+        if producer is not None and not _KEPT_PRODUCERS.holds(producer) and not self._lane_holds(producer):
+            _let_go(producer)
 
     def attempt(self) -> UnitResult:
         """Run the unit; the outcome, never an exception."""
@@ -713,11 +708,9 @@ class _UnitCopy:
         """The transaction that held this unit's last span was aborted after the unit returned (see
         ``_LaneTransaction``): it committed nothing, and is to be copied again."""
         result = self.result
-        result.status, result.error, result.retriable = (
-            "failed",
-            f"{self.spec.topic}[{self.spec.partition}]: {why}",
-            True,
-        )
+        result.status = "failed"
+        result.error = f"{self.spec.topic}[{self.spec.partition}]: {why}"
+        result.retriable = True
         result.records = result.bytes = result.syncs = 0
         result.start = result.position = result.first_offset = result.last_offset = None
         result.runs = []
@@ -1203,6 +1196,14 @@ class _UnitCopy:
             f"{where}: the target refused the copy of source offset {upstream}: {reason}{more}",
             retriable=is_retriable(error),
         )
+
+
+def _let_go(producer: Producer) -> None:
+    """Purge what a producer that will not be used again still holds, so it is destroyed now rather than going on
+    reconnecting (and logging) until ``message.timeout.ms``."""
+    with contextlib.suppress(KafkaException, RuntimeError):
+        producer.purge()
+        producer.flush(0)
 
 
 def _flush_producer(producer: Producer) -> None:
