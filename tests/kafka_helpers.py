@@ -14,8 +14,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import (
+    TIMESTAMP_NOT_AVAILABLE,
+    Consumer,
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 #: The local broker returns a partition's whole backlog in one fetch, ignoring
 #: fetch.max.bytes; librdkafka drops responses larger than this, so raise it.
@@ -172,6 +180,18 @@ def produce(
     return [r for r in results if r is not None]
 
 
+def _list_offsets(
+    bootstrap: str, topic: str, partitions: Sequence[int], spec: OffsetSpec, isolation: str, timeout: float
+) -> dict[int, int]:
+    """Partition -> offset by one ListOffsets, read_committed asking for the last stable offset."""
+    level = IsolationLevel.READ_COMMITTED if isolation == "read_committed" else IsolationLevel.READ_UNCOMMITTED
+    client = admin(bootstrap)  # held until the answers are in: a dropped client never completes its futures
+    futures = client.list_offsets(
+        {TopicPartition(topic, p): spec for p in partitions}, isolation_level=level, request_timeout=timeout
+    )
+    return {tp.partition: future.result(timeout).offset for tp, future in futures.items()}
+
+
 def read_all(
     bootstrap: str,
     topic: str,
@@ -181,9 +201,11 @@ def read_all(
 ) -> list[Record]:
     """Every record of ``topic`` (or one partition) from the beginning to the current end.
 
-    The end is fixed when the call starts: the high watermark of each
-    partition, or for read_committed the last stable offset, which the
-    consumer reports as partition EOF.  Records are returned sorted by
+    The end is fixed when the call starts by ListOffsets with the read's
+    isolation: the high watermark, or for read_committed the last stable
+    offset.  Because the end is known, an end-of-partition event before it
+    is a stale fetch answer (a just-started embedded broker gave those) and
+    is waited past, never believed.  Records are returned sorted by
     (partition, offset).  No consumer group offsets are committed.
     """
     consumer = Consumer(
@@ -204,19 +226,15 @@ def read_all(
         partitions: Sequence[int] = sorted(entry.partitions) if partition is None else [partition]
 
         # Partition -> end offset (exclusive) to reach; empty partitions are done already.
-        pending: dict[int, int] = {}
-        assignment = []
-        for p in partitions:
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout, cached=False)
-            if high > low:
-                pending[p] = high
-                assignment.append(TopicPartition(topic, p, low))
+        lows = _list_offsets(bootstrap, topic, partitions, OffsetSpec.earliest(), isolation, timeout)
+        ends = _list_offsets(bootstrap, topic, partitions, OffsetSpec.latest(), isolation, timeout)
+        pending = {p: ends[p] for p in partitions if ends[p] > lows[p]}
+        assignment = [TopicPartition(topic, p, lows[p]) for p in pending]
         out: list[Record] = []
         if not pending:
             return out
         consumer.assign(assignment)
-        started = time.monotonic()
-        deadline = started + timeout
+        deadline = time.monotonic() + timeout
         while pending:
             if time.monotonic() >= deadline:
                 raise TimeoutError(
@@ -228,15 +246,10 @@ def read_all(
             err = msg.error()
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:
-                    # Reached the high watermark (read_uncommitted) or last stable offset (read_committed).
-                    # An end-of-partition before the end we fixed, with nothing read yet and right after the
-                    # assignment, can be a stale one (a fetch answered before the broker saw the last writes):
-                    # give the broker a moment before believing it (10 s: 2 s was not enough on a loaded machine,
-                    # where a just-started embedded broker answered a fresh topic's first fetches empty for longer).
-                    early = msg.offset() < pending.get(msg.partition(), 0) and time.monotonic() < started + 10
-                    if early and not any(r.partition == msg.partition() for r in out):
-                        continue
-                    pending.pop(msg.partition(), None)
+                    # At or past the end we fixed (control records move the position past the last
+                    # data record): done.  Before it: a stale answer, keep fetching until the deadline.
+                    if msg.offset() >= pending.get(msg.partition(), 0):
+                        pending.pop(msg.partition(), None)
                     continue
                 raise KafkaException(err)
             p = msg.partition()
