@@ -415,6 +415,43 @@ def test_truncation_is_reported(kafka_clusters: Any, truncation: str) -> None:
         assert any("DATA LOSS" in e for e in report.errors)
 
 
+class _DeletesBeforeTheFirstWave(LocalExecutor):
+    """Retention at the worst moment: records deleted after the run planned (it knows the old log start), before
+    its first unit fetches."""
+
+    def __init__(self, bootstrap: str, topic: str, before: int) -> None:
+        self.bootstrap, self.topic, self.before, self.waves = bootstrap, topic, before, 0
+
+    def run(self, units: Any) -> Any:
+        from confluent_kafka import TopicPartition
+
+        self.waves += 1
+        if self.waves == 1:
+            client = admin(self.bootstrap)  # held until answered: a dropped client never completes its futures
+            for future in client.delete_records([TopicPartition(self.topic, 0, self.before)]).values():
+                future.result(30)
+        return super().run(units)
+
+
+def test_records_deleted_after_the_plan_are_reported_as_lost_in_the_same_run(kafka_clusters: Any) -> None:
+    p = prefix()
+    topic = create_topic(kafka_clusters.primary, f"{p}-late-trunc", partitions=1)
+    produce(kafka_clusters.primary, topic, [b"%d" % i for i in range(10)])
+    config = make_config(kafka_clusters, p)
+    assert replicate(config, "primary->backup", None, LocalExecutor()).records == 10
+    produce(kafka_clusters.primary, topic, [b"%d" % i for i in range(10, 20)])
+    executor = _DeletesBeforeTheFirstWave(kafka_clusters.primary, topic, 15)
+    report = replicate(config, "primary->backup", None, executor)
+    # The first unit met an out-of-range fetch (the plan's log start was 0); the second asked and reported.
+    assert executor.waves == 2
+    assert report.ok and report.records == 5
+    assert report.loss_events == [
+        {"topic": topic, "partition": 0, "first_missing": 10, "last_missing": 14, "action": "continued from log start"}
+    ]
+    values = [r.value for r in read_all(kafka_clusters.backup, f"primary.{topic}")]
+    assert values == [b"%d" % i for i in list(range(10)) + list(range(15, 20))]
+
+
 def cli_config(tmp_path: Path, clusters: Any, p: str) -> Path:
     """A configuration file with family ``cli`` = topic ``<p>-cli``."""
     config_file = tmp_path / "mm2.properties"

@@ -66,9 +66,12 @@ class FakeConsumer:
         self.was_paused = False
         self.assigned: list[Any] = []
         self.closed = False
+        self.low = 0  # the log start: records below it were deleted (a fetch there is out of range)
+        self.watermark_asks = 0
 
     def get_watermark_offsets(self, _tp: Any, *_args: Any, **_kwargs: Any) -> tuple[int, int]:
-        return 0, len(self.values)
+        self.watermark_asks += 1
+        return self.low, len(self.values)
 
     def assign(self, tps: list[Any]) -> None:
         self.assigned = tps
@@ -86,6 +89,10 @@ class FakeConsumer:
     def consume(self, num_messages: int, timeout: float) -> list[FakeMessage]:
         assert not self.paused, "consumed after pausing"
         start = self.position_
+        if start < self.low:  # auto.offset.reset=error: librdkafka reports the out-of-range position
+            message = FakeMessage("src", self.assigned[0].partition, start, None, None)
+            message._error = KafkaError(KafkaError._AUTO_OFFSET_RESET)
+            return [message]
         batch = [
             FakeMessage("src", self.assigned[0].partition, offset, b"k%d" % offset, self.values[offset])
             for offset in range(start, min(len(self.values), start + num_messages))
@@ -232,6 +239,7 @@ def fakes(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
 
     def consumer(_spec: UnitSpec, **_overrides: Any) -> FakeConsumer:
         made = FakeConsumer(state["values"])
+        made.low = state.get("low", 0)
         state["consumers"].append(made)
         return made
 
@@ -292,6 +300,28 @@ def test_a_unit_copies_in_order_and_pauses_once_it_has_its_last_record(fakes: di
     assert (consumer.assigned, consumer.paused, consumer.closed) == ([], False, False)
     copy.close_kept_clients()
     assert consumer.closed
+
+
+def test_a_unit_takes_the_log_start_from_the_plan_and_asks_only_when_it_is_unknown_or_above_the_start(
+    fakes: dict[str, Any],
+) -> None:
+    assert copy.copy_unit(unit(log_start=0)).records == 25
+    assert copy.copy_unit(unit(log_start=-1)).records == 25
+    fakes["consumers"][0].low = 3
+    loss = copy.copy_unit(unit(log_start=3)).loss  # the plan saw records lost: asked again, reported
+    assert loss is not None and (loss.first_missing, loss.last_missing) == (0, 2)
+    assert [c.watermark_asks for c in fakes["consumers"]] == [2]  # one kept consumer: asked by the last two
+
+
+def test_records_deleted_after_the_plan_stop_the_unit_as_truncated_with_nothing_claimed(
+    fakes: dict[str, Any],
+) -> None:
+    fakes["low"] = 5  # retention deleted 0..4 after the run planned with log start 0
+    result = copy.copy_unit(unit(log_start=0))
+    assert (result.status, result.truncated, result.records, result.loss) == ("noop", True, 0, None)
+    (consumer,) = fakes["consumers"]
+    assert consumer.watermark_asks == 0  # the run's next unit asks (``run._Run.truncated``)
+    assert not FakeProducer.made[0].log.get("src.src")
 
 
 def test_target_offsets_pair_with_source_offsets_whatever_order_reports_come_in(

@@ -744,7 +744,11 @@ class _UnitCopy:
         if result.start is None:  # a span copied again (``_PerRecordReports``) keeps the unit's first start
             result.start = start
         with lent_consumer(_source_config(spec), lambda: _source_consumer(spec)) as consumer:
-            log_start, _ = consumer.get_watermark_offsets(TopicPartition(spec.topic, spec.partition), spec.timeout_s)
+            log_start = spec.log_start
+            if log_start < 0 or start < log_start:
+                # Unknown, or records were lost: the broker's log start now (a loss names what is gone by now).
+                tp = TopicPartition(spec.topic, spec.partition)
+                log_start, _ = consumer.get_watermark_offsets(tp, spec.timeout_s)
             if start < log_start:
                 action = "stopped" if spec.truncation == "stop" else "continued from log start"
                 result.loss = LossEvent(spec.topic, spec.partition, start, log_start - 1, action)

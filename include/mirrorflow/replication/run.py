@@ -216,6 +216,8 @@ class _Run:
         self.target_ids: dict[str, str | None] = {}
         self.stored: dict[tuple[str, int], StoredProgress] = {}  # the progress read when the run planned
         self.progress_reached: dict[int, int] = {}  # where that read ended, per progress partition
+        self.log_starts: dict[tuple[str, int], int] = {}  # the source's log starts when the run planned
+        self.truncated: set[tuple[str, int]] = set()  # partitions whose units met deleted records: they ask again
 
     def internal_topics(self, report: RunReport) -> tuple[int, str, bool]:
         """Create the progress and offset-syncs topics if missing; return what units need to know.
@@ -335,6 +337,7 @@ class _Run:
         latest = flow.client_config("source", "consumer").get("auto.offset.reset") == "latest"
         remote = {p.source_topic: p.remote_topic for p in plans}
         self._check_incarnations(report, remote, tps, stored, starts)
+        self.log_starts = dict(starts)
         by_tp: dict[tuple[str, int], PartitionReport] = {}
         for tp in tps:
             key = (tp.topic, tp.partition)
@@ -383,6 +386,8 @@ class _Run:
                 if result.status == "deferred":
                     continue  # its lane's time was up before it began (``copy.copy_units``): the next wave has it
                 report.add_phase("commit", result.commit_seconds)
+                if result.truncated or result.loss is not None:
+                    self.truncated.add(key)  # the plan's log start is out of date there
                 if result.reset_applied and result.status in ("copied", "noop"):
                     self.resets.pop(key, None)
                 if self._retry(by_tp[key], result, retry_until.setdefault(key, time.monotonic() + self.timeout)):
@@ -390,7 +395,10 @@ class _Run:
                     continue
                 self._record(report, by_tp[key], result)
                 done = result.position is None or result.position >= ends[key]
-                if result.status != "copied" or done or (result.records == 0 and not result.truncated):
+                # Records deleted under the unit (perhaps before its first fetch: noop): the next one asks the
+                # broker for the log start and reports the loss in this run.
+                again = result.truncated and result.status in ("copied", "noop")
+                if done or ((result.status != "copied" or result.records == 0) and not again):
                     pending.discard(key)
             copied = sum(p.records for p in by_tp.values())
             log.info(
@@ -498,6 +506,7 @@ class _Run:
 
     def _unit(self, common: dict[str, Any], part: PartitionReport, end: int, progress_partitions: int) -> UnitSpec:
         key, partition = progress_location(self.flow.source, part.topic, part.partition, progress_partitions)
+        where = (part.topic, part.partition)
         return UnitSpec(
             topic=part.topic,
             remote_topic=part.remote_topic,
@@ -512,6 +521,7 @@ class _Run:
             reset=self.resets.get((part.topic, part.partition)),
             stored=self.stored.get((part.topic, part.partition)),
             progress_from=self.progress_reached.get(partition, -1),
+            log_start=-1 if where in self.truncated else self.log_starts.get(where, -1),
             **common,
         )
 

@@ -122,6 +122,10 @@ class UnitSpec:
     # progress partition since ``progress_from`` (-1: read it all), with ``stored`` as the answer until then.
     stored: StoredProgress | None = None
     progress_from: int = -1
+    # The source partition's log start when the run planned (-1: the unit asks the broker). A unit at or above it
+    # needs no ListOffsets of its own; records deleted under it since surface as an out-of-range fetch
+    # (``UnitResult.truncated``), and the run's next unit of that partition asks the broker again.
+    log_start: int = -1
 
 
 @dataclass(frozen=True)
