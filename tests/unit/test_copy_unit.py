@@ -253,6 +253,13 @@ def fakes(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
         return StoredProgress(kept[-1]) if state.get("follow_progress") and kept else None
 
     monkeypatch.setattr(copy, "_stored", stored)
+    state["lane_reads"] = 0
+
+    def stored_many(specs: list[UnitSpec]) -> dict[tuple[str, int], StoredProgress | None]:
+        state["lane_reads"] += 1
+        return {(spec.topic, spec.partition): stored(spec) for spec in specs}
+
+    monkeypatch.setattr(copy, "_stored_many", stored_many)
     copy.close_kept_clients()
     yield state
     copy.close_kept_clients()
@@ -546,6 +553,7 @@ def test_units_sharing_a_transactional_id_run_one_after_the_other_on_one_produce
     lane = FakeProducer.made[0].log
     assert [m.partition() for m in lane["src.src"]] == [0] * 25 + [16] * 25 + [32] * 25
     assert [m.partition() for m in lane["mm2-offsets.src.internal"]] == [0, 0, 0]  # a progress record per unit
+    assert fakes["lane_reads"] == 2  # each lane read its units' stored progress once
     monkeypatch.setattr(copy, "UNIT_SECONDS", 0.0)
     results = copy.copy_units(specs, threads=4)
     # The first unit of a lane always runs (a wave moves on); the rest wait for the next wave.
@@ -561,6 +569,24 @@ def test_units_sharing_a_transactional_id_run_one_after_the_other_on_one_produce
     monkeypatch.setattr(copy, "UNIT_SECONDS", 30.0)
     copy.copy_units(specs[1:3], threads=4)
     assert len(FakeProducer.made) == 2 and [p.inits for p in FakeProducer.made] == [1, 1]
+
+
+def test_a_lane_reads_its_progress_once_per_producer_and_each_answer_serves_one_read(
+    fakes: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    specs = [unit(partition=p, transactional_id=copy.transactional_id("f", "src", p)) for p in (0, 16, 32)]
+    single: list[int] = []
+    monkeypatch.setattr(copy, "_stored", lambda spec: single.append(spec.partition))
+    lane = copy._LaneTransaction()
+    lane.specs = specs
+    first, second = FakeProducer({}), FakeProducer({})
+    lane.stored(specs[0], first)
+    lane.stored(specs[1], first)
+    assert (fakes["lane_reads"], single) == (1, [])
+    lane.stored(specs[1], first)  # read again (a span copied again): what its own commits stored since, its own read
+    assert (fakes["lane_reads"], single) == (1, [16])
+    lane.stored(specs[2], second)  # a new producer holds the id now (the one before was fenced): read again
+    assert (fakes["lane_reads"], single) == (2, [16])
 
 
 def test_the_source_consumer_reads_ahead_a_bounded_amount_unless_the_flow_says_otherwise(

@@ -52,7 +52,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 from ..wire import CopiedRun, OffsetSync, source_offset_value
 from .kept_clients import KeptClients, client_key, close_kept_consumers, lent_consumer
-from .progress import StoredProgress, fingerprint, progress_since, read_stored_progress
+from .progress import StoredProgress, fingerprint, progress_since, progress_since_many, read_stored_progress
 from .units import LossEvent, Run, UnitResult, UnitSpec
 
 # The test broker answers a fetch with a partition's whole backlog (see platform notes); a large
@@ -264,6 +264,28 @@ class _LaneTransaction:
         self.bytes = 0
         self.pending: list[_UnitCopy] = []  # units whose last span is in the open transaction
         self.source_syncs: list[tuple[UnitSpec, list[OffsetSync]]] = []
+        self.specs: list[UnitSpec] = []  # the lane's units, in order (``copy_units``)
+        self.known: dict[tuple[str, int], StoredProgress | None] = {}  # progress read for the units still to come
+        self.known_by: Producer | None = None  # the producer that held the id when ``known`` was read
+
+    def stored(self, spec: UnitSpec, producer: Producer) -> StoredProgress | None:
+        """The stored progress of ``spec``'s partition, read once for the rest of the lane.
+
+        Why: a unit must read its progress after its producer holds the partition's ``transactional.id`` (a zombie
+        may have committed since the run planned); one read per unit was one of the per-unit costs that kept a
+        wide family's run slow (issue 11). Every unit of a lane has the same id, so once ``producer`` holds it no
+        other producer can commit progress for any of them without fencing ``producer`` first, and then nothing it
+        sends can commit: the answer read once holds for every later unit on that producer. A new producer (the one
+        before was fenced or broke) reads again. Each answer is used once: a unit that reads again (a span copied
+        again after an abort) reads what its own committed spans stored.
+        """
+        where = (spec.topic, spec.partition)
+        if producer is not self.known_by:
+            following = self.specs[next((i for i, s in enumerate(self.specs) if s is spec), 0) :] or [spec]
+            self.known, self.known_by = _stored_many(following), producer
+        if where in self.known:
+            return self.known.pop(where)
+        return _stored(spec)
 
     def hand_over(self, unit: _UnitCopy, key: str, records: int, size: int) -> None:
         """``unit`` leaves its last span in the open transaction of its producer."""
@@ -311,6 +333,7 @@ class _LaneTransaction:
         _KEPT_PRODUCERS.keep(key, producer)
 
     def _clear(self) -> None:
+        """Forget the open transaction (the progress read for the units still to come stays)."""
         self.producer, self.key, self.records, self.bytes = None, "", 0, 0
         self.pending, self.source_syncs = [], []
 
@@ -334,6 +357,7 @@ def copy_units(specs: Sequence[UnitSpec], threads: int | None = None) -> list[Un
     def run_lane(lane: list[int]) -> None:
         started = time.monotonic()
         shared = _LaneTransaction()
+        shared.specs = [specs[index] for index in lane]
         for n, index in enumerate(lane):
             spec = specs[index]
             if n and time.monotonic() - started >= UNIT_SECONDS:
@@ -515,6 +539,23 @@ def _stored(spec: UnitSpec) -> StoredProgress | None:
     return read_stored_progress(
         spec.target_consumer, spec.progress_topic, spec.source_alias, [spec.progress_partition], timeout=spec.timeout_s
     ).get((spec.topic, spec.partition))
+
+
+def _stored_many(specs: Sequence[UnitSpec]) -> dict[tuple[str, int], StoredProgress | None]:
+    """``_stored`` of several units at once: those whose run read the progress topic (``progress_from``) in one
+    read of their progress partitions; the others are left out (each reads its own)."""
+    since = [spec for spec in specs if spec.progress_from >= 0]
+    if not since:
+        return {}
+    first = since[0]
+    found = progress_since_many(
+        first.target_consumer,
+        first.progress_topic,
+        {(spec.progress_partition, spec.progress_key): spec.stored for spec in since},
+        {spec.progress_partition: spec.progress_from for spec in since},
+        first.timeout_s,
+    )
+    return {(spec.topic, spec.partition): found[(spec.progress_partition, spec.progress_key)] for spec in since}
 
 
 def _check_partition(messages: list[Any], spec: UnitSpec) -> None:
@@ -730,7 +771,7 @@ class _UnitCopy:
 
     def _copy(self) -> None:
         spec, result = self.spec, self.result
-        stored = _stored(spec)
+        stored = self.lane.stored(spec, self.producer) if self.lane is not None and self.producer else _stored(spec)
         start = stored.offset + 1 if stored is not None else spec.default_start
         self.previous = stored.offset if stored is not None else start - 1
         self.target_next = stored.target_next if stored is not None else None

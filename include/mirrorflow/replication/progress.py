@@ -246,28 +246,48 @@ def progress_since(
     it from the beginning took 56 ms per unit at 1,000 partitions on the embedded broker, and grows with the flow's
     age. Read committed, in order: the last record under ``key`` wins, a tombstone clears.
     """
-    result = known
-    # A kept consumer (kept_clients): this runs once per work unit, and a new consumer per unit cost more than
-    # the read (issue 11). What it fetched for an earlier assignment is discarded when it is assigned again.
+    return progress_since_many(consumer_config, topic, {(partition, key): known}, {partition: start}, timeout)[
+        (partition, key)
+    ]
+
+
+def progress_since_many(
+    consumer_config: dict[str, Any],
+    topic: str,
+    known: dict[tuple[int, bytes], StoredProgress | None],
+    starts: dict[int, int],
+    timeout: float,
+) -> dict[tuple[int, bytes], StoredProgress | None]:
+    """``progress_since`` for several keys at once: (partition, key) -> the newest progress, each partition of
+    ``topic`` read from ``starts[partition]`` to its end in one assignment (a lane's units read theirs together)."""
+    result = dict(known)
+    # A kept consumer (kept_clients): this runs once per work unit or lane, and a new consumer each time cost more
+    # than the read (issue 11). What it fetched for an earlier assignment is discarded when it is assigned again.
     with lent_consumer(_committed_config(consumer_config)) as consumer:
-        consumer.assign([TopicPartition(topic, partition, start)])
+        consumer.assign([TopicPartition(topic, partition, start) for partition, start in starts.items()])
+        open_ = set(starts)
+        where = ", ".join(f"{topic}[{partition}] from offset {start}" for partition, start in starts.items())
         deadline = time.monotonic() + timeout
-        while True:
+        while open_:
             if time.monotonic() >= deadline:
-                raise TimeoutError(f"reading {topic}[{partition}] from offset {start}: no end within {timeout:g} s")
+                raise TimeoutError(f"reading {where}: no end within {timeout:g} s")
             message = consumer.poll(0.5)  # not consume(n): that waits for n messages, the end event counts as one
             if message is None:
                 continue
             error = message.error()
             if error is not None and error.code() != KafkaError._PARTITION_EOF:
-                raise RuntimeError(f"reading {topic}[{partition}]: {error}")
-            if message.partition() != partition or message.topic() != topic:
-                where = f"{message.topic()}[{message.partition()}]"
-                raise RuntimeError(f"reading {topic}[{partition}]: the consumer returned a message of {where}")
+                raise RuntimeError(f"reading {where}: {error}")
+            if message.partition() not in starts or message.topic() != topic:
+                raise RuntimeError(
+                    f"reading {where}: the consumer returned a message of {message.topic()}[{message.partition()}]"
+                )
             if error is not None:
-                return result  # the end of the partition
-            if message.key() == key:
-                result = _stored_progress(message)
+                open_.discard(message.partition())  # the end of that partition
+                continue
+            wanted = (message.partition(), message.key())
+            if wanted in result:
+                result[wanted] = _stored_progress(message)
+    return result
 
 
 def read_progress(
