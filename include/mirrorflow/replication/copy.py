@@ -264,7 +264,7 @@ class _LaneTransaction:
         self.bytes = 0
         self.pending: list[_UnitCopy] = []  # units whose last span is in the open transaction
         self.source_syncs: list[tuple[UnitSpec, list[OffsetSync]]] = []
-        self.specs: list[UnitSpec] = []  # the lane's units, in order (``copy_units``)
+        self.specs: list[UnitSpec] = []  # the lane's units (``copy_units``)
         self.known: dict[tuple[str, int], StoredProgress | None] = {}  # progress read for the units still to come
         self.known_by: Producer | None = None  # the producer that held the id when ``known`` was read
 
@@ -276,13 +276,13 @@ class _LaneTransaction:
         wide family's run slow (issue 11). Every unit of a lane has the same id, so once ``producer`` holds it no
         other producer can commit progress for any of them without fencing ``producer`` first, and then nothing it
         sends can commit: the answer read once holds for every later unit on that producer. A new producer (the one
-        before was fenced or broke) reads again. Each answer is used once: a unit that reads again (a span copied
-        again after an abort) reads what its own committed spans stored.
+        before was fenced or broke) reads again, for the whole lane (the answers of units already done are never
+        asked for). Each answer is used once: a unit that reads again (a span copied again after an abort) reads
+        what its own committed spans stored.
         """
         where = (spec.topic, spec.partition)
         if producer is not self.known_by:
-            following = self.specs[next((i for i, s in enumerate(self.specs) if s is spec), 0) :] or [spec]
-            self.known, self.known_by = _stored_many(following), producer
+            self.known, self.known_by = _stored_many(self.specs or [spec]), producer
         if where in self.known:
             return self.known.pop(where)
         return _stored(spec)

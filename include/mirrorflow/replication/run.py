@@ -337,7 +337,7 @@ class _Run:
         latest = flow.client_config("source", "consumer").get("auto.offset.reset") == "latest"
         remote = {p.source_topic: p.remote_topic for p in plans}
         self._check_incarnations(report, remote, tps, stored, starts)
-        self.log_starts = dict(starts)
+        self.log_starts = starts
         by_tp: dict[tuple[str, int], PartitionReport] = {}
         for tp in tps:
             key = (tp.topic, tp.partition)
@@ -518,8 +518,8 @@ class _Run:
             progress_key=key,
             source_topic_id=self.source_ids.get(part.topic),
             target_topic_id=self.target_ids.get(part.remote_topic),
-            reset=self.resets.get((part.topic, part.partition)),
-            stored=self.stored.get((part.topic, part.partition)),
+            reset=self.resets.get(where),
+            stored=self.stored.get(where),
             progress_from=self.progress_reached.get(partition, -1),
             log_start=-1 if where in self.truncated else self.log_starts.get(where, -1),
             **common,
