@@ -47,6 +47,7 @@ from confluent_kafka.admin import OffsetSpec
 from . import clients, preflight, topics
 from .config.model import FlowConfig, Side
 from .kafka_calls import note
+from .offset_lookup import offsets_or_errors
 from .replication.progress import last_record_timestamp, progress_topic, read_stored_progress
 
 CAUGHT_UP = "caught up"
@@ -185,22 +186,6 @@ def _isolation(flow: FlowConfig) -> IsolationLevel:
     return IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
 
 
-def _list_offsets(
-    admin: Any, tps: list[TopicPartition], spec: OffsetSpec, isolation: IsolationLevel, timeout: float
-) -> dict[tuple[str, int], int | str]:
-    """One ListOffsets pass: the offset per partition, or the error text of a partition that failed."""
-    if not tps:
-        return {}
-    futures = admin.list_offsets({tp: spec for tp in tps}, isolation_level=isolation, request_timeout=timeout)
-    result: dict[tuple[str, int], int | str] = {}
-    for tp, future in futures.items():
-        try:
-            result[(tp.topic, tp.partition)] = future.result(timeout).offset
-        except Exception as exc:  # noqa: BLE001 - one partition's error is that partition's status
-            result[(tp.topic, tp.partition)] = str(exc.args[0] if exc.args else exc)
-    return result
-
-
 def fetch_timestamps(
     consumer_config: dict[str, Any], wanted: dict[tuple[str, int], tuple[int, int, int]], timeout: float
 ) -> dict[tuple[str, int], tuple[int | None, int | None]]:
@@ -329,8 +314,8 @@ def _partitions(flow: FlowConfig, family: str | None, timeout: float) -> list[Fa
     plans = topics.discover(flow, family, source_admin, timeout)
     tps = [TopicPartition(p.source_topic, i) for p in plans for i in range(p.partitions)]
     isolation = _isolation(flow)
-    ends = _list_offsets(source_admin, tps, OffsetSpec.latest(), isolation, timeout)
-    starts = _list_offsets(source_admin, tps, OffsetSpec.earliest(), isolation, timeout)
+    ends = offsets_or_errors(source_admin, tps, OffsetSpec.latest(), isolation, timeout)
+    starts = offsets_or_errors(source_admin, tps, OffsetSpec.earliest(), isolation, timeout)
     target_consumer = clients.client_properties(flow, "target", "consumer")
     stored = read_stored_progress(target_consumer, progress_topic(flow.source), flow.source, timeout=timeout)
     wanted: dict[tuple[str, int], tuple[int, int, int]] = {}

@@ -15,12 +15,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
+from confluent_kafka import IsolationLevel, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
 from .. import clients, topics
 from ..checkpoints.emit import syncs_location
 from ..config.model import FlowConfig
+from ..offset_lookup import offsets_or_errors
 from ..replication.progress import StoredProgress, progress_topic, read_partitions, read_stored_progress
 from ..wire import OffsetSync, WireFormatError
 from .chunk import ChunkSpec
@@ -56,24 +57,10 @@ def source_topics(
     )
 
 
-def list_offsets(
-    admin: Any, tps: list[TopicPartition], spec: Any, timeout: float, *, committed: bool = True
-) -> dict[tuple[str, int], int | str]:
-    """Offset per partition, or the error's words for a partition that has none (a remote topic not created)."""
-    if not tps:
-        return {}
-    isolation = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
-    futures = admin.list_offsets({tp: spec for tp in tps}, isolation_level=isolation, request_timeout=timeout)
-    found: dict[tuple[str, int], int | str] = {}
-    for tp, future in futures.items():
-        try:
-            found[(tp.topic, tp.partition)] = future.result(timeout).offset
-        except KafkaException as exc:
-            error = exc.args[0]
-            found[(tp.topic, tp.partition)] = (
-                f"{error.name()} ({error.str()})" if hasattr(error, "name") else str(error)
-            )
-    return found
+def list_offsets(admin: Any, tps: list[TopicPartition], spec: Any, timeout: float) -> dict[tuple[str, int], int | str]:
+    """Offset per partition as the copier sees it (read_committed), or the error's words for a partition that has
+    none (a remote topic not created)."""
+    return offsets_or_errors(admin, tps, spec, IsolationLevel.READ_COMMITTED, timeout)
 
 
 def read_anchors(flow: FlowConfig, timeout: float) -> dict[tuple[str, int], list[Anchor]]:
