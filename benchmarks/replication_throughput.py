@@ -19,7 +19,9 @@ starts after the configuration is loaded and the clusters answered. Per variant:
 
 * **fixed cost**: a run over a tiny load (steady state: the target topics and progress exist) and a run with
   nothing new, each ``--repeats`` times; also the very first run (it creates the internal topics);
-* **a run copying 10,000 records** (one of the issue's targets);
+* **a run copying 10,000 records** (one of the issue's targets). These fixed costs are measured first, before the
+  large loads are written: a noida-db broker holding gigabytes persists all it holds for seconds on both cores
+  after writes, which would be measured as the run's own cost (Apache Kafka appends to its log instead);
 * **marginal rate** from two load sizes N1 = N/4 and N2 = N (separate topics, each copied by its own run):
   (N2 - N1) / (t2 - t1), so start-up is not mixed into the rate; measured in ``--rate-rounds`` rounds (default
   3), each round copying N1 and N2 afresh under new aliases (``cceo2``, ``plain2``, ...) with the variants in a
@@ -144,6 +146,7 @@ class Timing:
     # The run asked the source for its ACLs (due once per sync.topic.acls.interval.seconds): on noida-db that sets
     # the source broker persisting everything it holds for seconds, during the run (BENCHMARKS.md).
     acl_sync: bool = False
+    engine_steps: dict[str, float] = field(default_factory=dict)  # where the engine phase went (Spark Connect)
 
 
 @dataclass
@@ -151,6 +154,7 @@ class Result:
     variant: Variant
     runs: list[Timing] = field(default_factory=list)
     error: str | None = None
+    appended: int = 0  # records appended to the live topic after its tiny load (the steady-state runs)
 
     def of(self, step: str) -> list[Timing]:
         return [t for t in self.runs if t.step == step]
@@ -235,8 +239,19 @@ def load_records(bootstrap: str, topic: str, partitions: int, count: int, size: 
         raise RuntimeError(f"{topic}: {remaining} record(s) not delivered, errors: {errors[:3]}")
 
 
-def load_source(source: str, target: str, load: Load, variants: Sequence[Variant]) -> None:
-    """The two data loads (N1, N2), one live topic per variant with the tiny load, the loop's target topics."""
+def load_live(source: str, target: str, load: Load, variants: Sequence[Variant]) -> None:
+    """One live topic per variant (and rate round) with the tiny load, and the loop's target topics."""
+    for variant in load.in_rounds(variants):
+        create_topic(source, load.live_topic(variant), load.partitions)
+        load_records(source, load.live_topic(variant), load.partitions, load.tiny, load.size)
+        if variant.plain:  # mirrorflow creates its remote topics inside its runs; a user's loop has them already
+            for topic in load.target_topics(variant):
+                create_topic(target, topic, load.partitions)
+    say(f"  live topics: {load.tiny} records each, for {', '.join(v.alias for v in load.in_rounds(variants))}")
+
+
+def load_data(source: str, load: Load) -> None:
+    """The two data loads of the marginal rate (N1, N2)."""
     for name, count in (("n1", load.n1), ("n2", load.records)):
         topic = load.data_topic(name)
         say(f"  loading {count:,} records of {load.size} bytes into {topic} ({load.partitions} partitions)")
@@ -245,13 +260,6 @@ def load_source(source: str, target: str, load: Load, variants: Sequence[Variant
         load_records(source, topic, load.partitions, count, load.size)
         seconds = time.perf_counter() - started
         say(f"    loaded in {seconds:.1f} s ({count / seconds:,.0f} records/s)")
-    for variant in load.in_rounds(variants):
-        create_topic(source, load.live_topic(variant), load.partitions)
-        load_records(source, load.live_topic(variant), load.partitions, load.tiny, load.size)
-        if variant.plain:  # mirrorflow creates its remote topics inside its runs; a user's loop has them already
-            for topic in load.target_topics(variant):
-                create_topic(target, topic, load.partitions)
-    say(f"  live topics: {load.tiny} records each, for {', '.join(v.alias for v in load.in_rounds(variants))}")
 
 
 def delete_topics(bootstrap: str, topics: list[str]) -> None:
@@ -490,6 +498,7 @@ class Runner:
         if code != 0:
             raise RuntimeError(f"{variant.key} {step}: exit {code}:\n{tail}")
         phases: dict[str, float] = {}
+        engine_steps: dict[str, float] = {}
         acl_sync = False
         if variant.plain:
             answer = json.loads(output.read_text().strip().splitlines()[-1])
@@ -497,6 +506,7 @@ class Runner:
         else:
             data = json.loads(report.read_text())
             records, inner, phases = data["records"], data["seconds"], data.get("phases") or {}
+            engine_steps = data.get("engine_steps") or {}
             acl_sync = (data.get("preparation") or {}).get("acls_synced_ms") is not None
             if not data["ok"] or data["lag"]:
                 raise RuntimeError(f"{variant.key} {step}: ok={data['ok']} lag={data['lag']}:\n{tail}")
@@ -505,7 +515,7 @@ class Runner:
         rate = f", {records / wall:,.0f} records/s" if records >= 10_000 else ""
         acls = " (synced ACLs)" if acl_sync else ""
         say(f"    {step:<13} wall {wall:7.2f} s, run {inner:7.2f} s, {records:>9,} records{rate}{acls}")
-        return Timing(step, wall, inner, records, expected, phases, number, cpu, settled, acl_sync)
+        return Timing(step, wall, inner, records, expected, phases, number, cpu, settled, acl_sync, engine_steps)
 
 
 #: The longest wait for the brokers before a run (``Runner.settle``).
@@ -517,26 +527,27 @@ STEADY_SETTLE_S = 15.0
 STEADY_STEPS = ("nothing new", "tiny", "small")
 
 
-def measure(runner: Runner, variant: Variant, load: Load, repeats: int) -> Result:
-    """The variant's runs: first run, N1, N2, then steady state: tiny, 10,000 records, nothing new."""
+def measure_fixed(runner: Runner, variant: Variant, load: Load, repeats: int) -> Result:
+    """The variant's fixed costs: first run, then steady state: tiny, 10,000 records, nothing new.
+
+    Measured before the large loads are on the brokers: a noida-db broker holding gigabytes persists all of it for
+    seconds on both cores after a write, which says nothing about a scheduled run's own cost (Apache Kafka appends).
+    """
     result = Result(variant)
     live = load.live_topic(variant)
     say(f"  {variant.key}: {variant.label}")
     try:
         result.runs.append(runner.run(variant, "first run", load.tiny, [live]))
-        result.runs.append(runner.run(variant, "N1", load.n1, [load.data_topic("n1")]))
-        result.runs.append(runner.run(variant, "N2", load.records, [load.data_topic("n2")]))
-        # Steady state, as a frequent schedule sees it: an unmeasured run first (after N2's long wait for the
-        # brokers, Spark's Python workers are gone), then runs at most STEADY_SETTLE_S apart, those that use Spark
-        # first (a run with nothing new never reaches it, so the workers' idle clock would run on through them).
-        appended = load.tiny
+        # Steady state, as a frequent schedule sees it: an unmeasured run first, then runs at most STEADY_SETTLE_S
+        # apart, those that use Spark first (a run with nothing new never reaches it, so the workers' idle clock
+        # would run on through them).
         for count, step in (
             (load.tiny, "warm-up"),
             *[(load.tiny, "tiny")] * repeats,
             *[(load.small, "small")] * repeats,
         ):
-            load_records(runner.source, live, load.partitions, count, load.size, first=appended)
-            appended += count
+            load_records(runner.source, live, load.partitions, count, load.size, first=result.appended)
+            result.appended += count
             timing = runner.run(variant, step, count)
             if step != "warm-up":
                 result.runs.append(timing)
@@ -549,12 +560,17 @@ def measure(runner: Runner, variant: Variant, load: Load, repeats: int) -> Resul
 
 
 def measure_rate(runner: Runner, result: Result, load: Load, number: int) -> None:
-    """Rate round ``number`` of a variant: a warm-up run on the round's own live topic (it creates the round's
-    progress and internal topics, as a variant's first run does), then N1 and N2 afresh."""
+    """Rate round ``number`` of a variant: a warm-up run on the round's own live topic (in round 1 on records
+    appended to the topic its fixed costs used; later rounds create their progress and internal topics there, as a
+    variant's first run does), then N1 and N2 afresh."""
     variant = result.variant.in_round(number)
     say(f"  {result.variant.key}, rate round {number} (alias {variant.alias})")
+    live = load.live_topic(variant)
     try:
-        runner.run(variant, "warm-up", load.tiny, [load.live_topic(variant)])
+        if number == 1:
+            load_records(runner.source, live, load.partitions, load.tiny, load.size, first=result.appended)
+            result.appended += load.tiny
+        runner.run(variant, "warm-up", load.tiny, [live])
         result.runs.append(runner.run(variant, "N1", load.n1, [load.data_topic("n1")], number))
         result.runs.append(runner.run(variant, "N2", load.records, [load.data_topic("n2")], number))
     except (RuntimeError, OSError, ValueError, KafkaException) as exc:
@@ -770,6 +786,24 @@ def phase_rows(results: list[Result]) -> tuple[list[str], list[list[str]]]:
     return ["variant", "step", "wall s", *(f"{n} s" for n in names), "outside s"], rows
 
 
+def engine_rows(results: list[Result]) -> tuple[list[str], list[list[str]]]:
+    """The engine phase of the Spark Connect runs by step (client import, session, leftover jobs, package):
+    median (max) seconds of each, so a slow start shows whether the client or the server was slow."""
+    names: list[str] = []
+    for r in results:
+        for t in r.runs:
+            names += [n for n in t.engine_steps if n not in names]
+    rows = []
+    for r in results:
+        for step in ("tiny", "small", "N2"):
+            runs = [t for t in r.of(step) if t.engine_steps]
+            if runs:
+                values = {n: [t.engine_steps.get(n, 0.0) for t in runs] for n in names}
+                cells = [f"{statistics.median(v):.2f} ({max(v):.2f})" for v in values.values()]
+                rows.append([r.variant.key, step, *cells])
+    return ["variant", "step", *(f"{n} s" for n in names)], rows
+
+
 # ----------------------------------------------------------------------------------------------------
 # main
 # ----------------------------------------------------------------------------------------------------
@@ -849,19 +883,17 @@ def run_benchmark(args: argparse.Namespace, variants: list[Variant]) -> tuple[li
                 run_id, args.records, args.size, args.partitions, args.tiny, TARGET_SMALL_RECORDS, args.rate_rounds
             )
             rf = args.replication_factor if args.replication_factor is not None else (1 if embedded else -1)
-            say(f"1. loading the source ({source}); target {target}; run id {run_id}")
-            load_source(source, target, load, variants)
+            say(f"1. the live topics on the source ({source}); target {target}; run id {run_id}")
+            load_live(source, target, load, variants)
             config = workdir / "mm2.properties"
             mirrorflow_config(config, source, target, load, variants, rf, embedded)
             runner = Runner(workdir, config, source, target, load, args.master, remote, parties, not args.no_settle)
-            results = []
-            say(f"2. the variants, one after the other (run outputs in {workdir})")
+            say(f"2. fixed costs, the variants one after the other (run outputs in {workdir})")
             try:
-                for variant in variants:
-                    results.append(measure(runner, variant, load, args.repeats))
-                    if embedded or not args.keep_topics:  # frees the target's disk and memory
-                        delete_topics(target, load.target_topics(variant))
-                for number in range(2, load.rounds + 1):
+                results = [measure_fixed(runner, variant, load, args.repeats) for variant in variants]
+                say(f"3. the large loads (N1, N2), then the marginal rate in {load.rounds} round(s)")
+                load_data(source, load)
+                for number in range(1, load.rounds + 1):
                     shift = (number - 1) % len(results)
                     for result in results[shift:] + results[:shift]:  # rotated: no variant always goes last
                         if result.error is None:
@@ -1007,6 +1039,10 @@ def main(argv: list[str] | None = None) -> int:
     if rows:
         print("\nwhere the time goes (median of each phase, so a row need not add up; commit is within copy):\n")
         print(table(rows, phase_header))
+    engine_header, rows = engine_rows(results)
+    if rows:
+        print("\nthe engine phase on Spark Connect, by step (median (max) seconds):\n")
+        print(table(rows, engine_header))
     failed = [r for r in results if r.error]
     for r in failed:
         print(f"\n{r.variant.key} FAILED: {r.error}")

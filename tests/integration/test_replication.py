@@ -502,13 +502,18 @@ def test_replicate_cli_submits_its_units_to_spark_connect(
     report = json.loads(report_file.read_text())
     assert report["ok"] and report["records"] == 30
     assert list(report["phases"]) == list(PHASES) and report["phases"]["engine"] > 0  # connected to the server
+    # The engine phase names its steps: a slow start shows whether the client import or the server was slow.
+    steps = report["engine_steps"]
+    assert set(steps) == {"package", "client import", "session", "leftover jobs"}
+    assert sum(steps.values()) <= report["phases"]["engine"] + 0.01 and steps["client import"] > 0
+    assert "  engine: package " in result.stdout
     assert committed(kafka_clusters.backup, f"primary.{topic}") == committed(kafka_clusters.primary, topic)
 
     # Nothing new: the run never contacts the Spark Connect server (its cost is the run's own planning).
     result = replicate_cli(config_file, report_file, "--remote", spark_connect)
     assert result.returncode == 0, result.stderr[-4000:]
     quiet = json.loads(report_file.read_text())
-    assert quiet["ok"] and quiet["records"] == 0 and quiet["phases"]["engine"] == 0
+    assert quiet["ok"] and quiet["records"] == 0 and quiet["phases"]["engine"] == 0 and quiet["engine_steps"] == {}
 
     produce(kafka_clusters.primary, topic, [{"value": b"d%d" % i, "partition": i % 2} for i in range(10)])
     result = replicate_cli(config_file, report_file, "--remote", spark_connect)  # the flow family's session again

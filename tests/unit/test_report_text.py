@@ -53,6 +53,14 @@ def test_a_table_row_per_partition_that_did_something_and_the_phases_last() -> N
     assert all("\n" not in line for line in lines)
 
 
+def test_the_engine_steps_follow_the_phases_when_the_run_has_them() -> None:
+    lines = report_lines(report(engine_steps={"package": 0.01, "client import": 0.81, "session": 0.05}))
+    assert lines[-2:] == [
+        "  phases: engine 0.51 s, copy 1.2 s",
+        "  engine: package 0.01 s, client import 0.81 s, session 0.05 s",
+    ]
+
+
 def test_lag_left_after_a_clean_run_says_where_it_comes_from() -> None:
     text = headline(report(partitions=[partition("orders", 0, 300, 1125, lag_seconds=3600.24)]))
     assert text.endswith(

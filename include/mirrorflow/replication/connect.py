@@ -25,6 +25,7 @@ restart) is replaced by a fresh one. Records never pass through the driver.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import pickle
 import socket
@@ -128,21 +129,25 @@ class SparkConnectExecutor:
         self._url = url
         self.session_key = session_key
         self.engine_seconds = 0.0
+        # Where the engine phase went (client import, session, leftover jobs, package): a slow start names its step.
+        self.engine_steps: dict[str, float] = {}
         self._session: Any = None
         self._tag = f"mirrorflow-{uuid.uuid4().hex[:12]}"
 
     def _connect(self, session_id: str) -> Any:
         # The Connect client itself: the classic builder would refuse while a classic SparkContext runs here.
-        from pyspark.sql.connect.client.retries import DefaultPolicy
-        from pyspark.sql.connect.session import SparkSession
+        with self._step("client import"):  # pyspark's Connect client imports pandas, pyarrow and gRPC
+            from pyspark.sql.connect.client.retries import DefaultPolicy
+            from pyspark.sql.connect.session import SparkSession
 
-        session = SparkSession.builder.remote(with_session_id(self.url, session_id)).create()
-        # pyspark retries an unavailable server for 10 minutes or more; a run fails within ~20 s instead (the
-        # DAG's retries and the next schedule come back to it) and never hangs an Airflow slot.
-        session.client.set_retry_policies(
-            [DefaultPolicy(max_retries=8, initial_backoff=200, backoff_multiplier=2.0, max_backoff=5000)]
-        )
-        session.addTag(self._tag)
+        with self._step("session"):
+            session = SparkSession.builder.remote(with_session_id(self.url, session_id)).create()
+            # pyspark retries an unavailable server for 10 minutes or more; a run fails within ~20 s instead (the
+            # DAG's retries and the next schedule come back to it) and never hangs an Airflow slot.
+            session.client.set_retry_policies(
+                [DefaultPolicy(max_retries=8, initial_backoff=200, backoff_multiplier=2.0, max_backoff=5000)]
+            )
+            session.addTag(self._tag)
         return session
 
     @property
@@ -155,22 +160,46 @@ class SparkConnectExecutor:
         """The Spark Connect session, connected on first use (the time counts as the run's ``engine`` phase)."""
         if self._session is None:
             started = time.monotonic()
-            check_answers(self.url)
-            package = package_zip()
+            with self._step("package"):
+                check_answers(self.url)
+                package = package_zip()
             version = package.stem.removeprefix("mirrorflow-")
             self._session = self._connect(session_id_for(f"{self.session_key}@{version}"))
-            try:
-                _ = self._session.version  # one cheap call: a session the server closed fails here
-            except Exception as exc:  # only a closed session is handled here; anything else is re-raised
-                if "SESSION_CLOSED" not in str(exc) and "INVALID_HANDLE" not in str(exc):
-                    raise
+            if self._closed_by_server():
                 log.info("Spark Connect session of %s was closed by the server; opening a new one", self.session_key)
                 self._session = self._connect(str(uuid.uuid4()))
-            self._stop_leftover_jobs()
-            self._ship_package(package)
+            with self._step("leftover jobs"):
+                self._stop_leftover_jobs()
+            with self._step("package"):
+                self._ship_package(package)
             self.engine_seconds += time.monotonic() - started
-            log.info("Spark Connect %s: session ready in %.2f s", public_url(self.url), self.engine_seconds)
+            log.info(
+                "Spark Connect %s: session ready in %.2f s (%s)",
+                public_url(self.url),
+                self.engine_seconds,
+                ", ".join(f"{name} {seconds:.2f} s" for name, seconds in self.engine_steps.items()),
+            )
         return self._session
+
+    def _closed_by_server(self) -> bool:
+        """One cheap call: a session the server closed (idle timeout, restart) fails it; anything else re-raises."""
+        with self._step("session"):
+            try:
+                _ = self._session.version
+            except Exception as exc:  # only a closed session is answered here; anything else re-raises
+                if "SESSION_CLOSED" not in str(exc) and "INVALID_HANDLE" not in str(exc):
+                    raise
+                return True
+        return False
+
+    @contextlib.contextmanager
+    def _step(self, name: str) -> Iterator[None]:
+        """Add the block's seconds to ``engine_steps[name]``."""
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.engine_steps[name] = round(self.engine_steps.get(name, 0.0) + time.monotonic() - started, 3)
 
     def _ship_package(self, package: Any) -> None:
         """Add the package zip to the session unless the session already has it (``PACKAGE_CONF``)."""

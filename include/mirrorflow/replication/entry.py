@@ -235,6 +235,7 @@ def run(
         if executor.engine_seconds:  # connected during the first wave: engine start, not copying
             report.phases["copy"] = round(max(0.0, report.phases.get("copy", 0.0) - executor.engine_seconds), 3)
         before = {"submit": submit, "preflight": preflight_s, "engine": round(executor.engine_seconds, 3)}
+        report.engine_steps = dict(getattr(executor, "engine_steps", None) or {})
         return publish(args, report, before, {"shutdown": shutdown_s}, show=show)
 
     return guarded(args, driven_here)

@@ -87,7 +87,7 @@ def report_lines(report: Mapping[str, Any]) -> list[str]:
     ]
     lines += [f"  WARNING {w}" for w in report.get("warnings") or []]
     lines += [f"  ERROR {e}" for e in report.get("errors") or []]
-    phases = report.get("phases") or {}
-    if phases:
-        lines.append("  phases: " + ", ".join(f"{name} {float(seconds):.3g} s" for name, seconds in phases.items()))
+    for label, key in (("phases", "phases"), ("engine", "engine_steps")):
+        if report.get(key):
+            lines.append(f"  {label}: " + ", ".join(f"{name} {float(s):.3g} s" for name, s in report[key].items()))
     return lines

@@ -79,6 +79,8 @@ class RunReport:
     warnings: list[str] = field(default_factory=list)  # worth fixing, not failing the run (internal topics)
     # Seconds per phase, in order (see PHASES): where a run's time goes, in every report and log.
     phases: dict[str, float] = field(default_factory=dict)
+    # Where the ``engine`` phase went on Spark Connect (client import, session, leftover jobs, package).
+    engine_steps: dict[str, float] = field(default_factory=dict)
     # Kafka calls of the run's driver (admin requests, clients made; kafka_calls.summary): units not included.
     kafka_calls: dict[str, Any] = field(default_factory=dict)
 
@@ -89,11 +91,6 @@ class RunReport:
         """Put ``phases`` in the order a run goes through them (PHASES; unknown names last)."""
         rank = {name: i for i, name in enumerate(PHASES)}
         self.phases = dict(sorted(self.phases.items(), key=lambda item: rank.get(item[0], len(rank))))
-
-    def phases_line(self) -> str:
-        """``submit 9.1 s, engine 5.2 s, lock 0.01 s, ...`` in the order a run goes through them."""
-        self.order_phases()
-        return ", ".join(f"{name} {seconds:.3g} s" for name, seconds in self.phases.items())
 
     @property
     def ok(self) -> bool:
