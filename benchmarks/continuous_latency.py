@@ -18,8 +18,9 @@ How:
    Latency = first visible - produced (both clocks are this process's). The first ``--warmup`` seconds of the
    load (default 10) must arrive too but are reported apart: the batch after the markers found an idle source
    and paused ``mirrorflow.poll.interval`` (5 s by default), which the load's first records wait out once;
-4. after the load, it waits up to ``--tail`` seconds for the rest, then for the subprocess to end, and reads
-   its run report (batches, and seconds per phase summed over batches) to say where the time goes.
+4. after the load, it waits up to ``--tail`` seconds for the rest, then stops the subprocess with SIGTERM (its
+   ``--duration`` covers any start-up; it ends after its batch in progress), and reads its run report (batches,
+   and seconds per phase summed over batches) to say where the time goes.
 
 Printed: p50, p90, p99, max of the steady load (and p99/max of the warm-up, and of all records); records
 produced, seen, missing (every record must arrive) and duplicates; the achieved produce rate; the source's
@@ -375,6 +376,10 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
 
 
+#: How long a replication asked to stop (SIGTERM) may take to finish its batch and write its report.
+STOP_WAIT_S = 120.0
+
+
 def stop_process(process: subprocess.Popen[bytes], grace: float = 15.0) -> None:
     """End the replicate subprocess and its children (its own session: spark-submit starts a JVM)."""
     if process.poll() is not None:
@@ -396,7 +401,10 @@ def measure(
     remote = f"{variant.alias}.{topic}"
     report_path = config.parent / f"{variant.alias}-report.json"
     log_path = config.parent / f"{variant.alias}.log"
-    duration = int(args.warmup + args.seconds + args.tail)
+    # Long enough that the replication outlives the load whatever its start-up took (a Spark Connect server started
+    # on first use: 30 s and more); it is stopped with SIGTERM once the load's records arrived or the tail ran out, and
+    # ends after its batch in progress (``stop_signal``), releasing its lock and writing its report.
+    duration = int(args.startup_timeout + args.warmup + args.seconds + args.tail)
     base = shlex.split(args.replicate_command) if args.replicate_command else DEFAULT_COMMAND
     command = [*base, "--config", str(config), "--flow", f"{variant.alias}->{TARGET_ALIAS}", "--family", "default"]
     command += ["--duration", f"{duration}s", "--report", str(report_path), *shlex.split(args.engine_args or "")]
@@ -435,11 +443,13 @@ def measure(
             if process.poll() is not None:  # the run ended: give the consumer a moment for what it committed
                 deadline = min(deadline, time.monotonic() + 3)
             time.sleep(0.1)
-        say(f"    {watcher.count():,} seen; waiting for the replication to end (its --duration {duration} s)")
+        say(f"    {watcher.count():,} seen; stopping the replication (SIGTERM: it ends after its batch)")
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process.pid, signal.SIGTERM)
         try:
-            process.wait(duration + args.startup_timeout)
+            process.wait(STOP_WAIT_S)
         except subprocess.TimeoutExpired:
-            result.error = "the replication did not end after its --duration: stopped"
+            result.error = f"the replication did not end within {STOP_WAIT_S:g} s of SIGTERM: killed"
     finally:
         stop_process(process)
         watcher.stop.set()

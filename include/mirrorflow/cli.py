@@ -385,11 +385,14 @@ def _replicate(args: argparse.Namespace) -> int:
     from .replication.entry import prepare, run
     from .replication.executor import LocalExecutor
     from .replication.spark_env import SUBMITTED_AT_ENV
+    from .replication.stop_signal import stop_between_batches
 
     if args.in_process:
-        return run(args, LocalExecutor())
+        with stop_between_batches():
+            return run(args, LocalExecutor())
     if args.master is None:  # the default: units run on a Spark Connect server, found (or started) when needed
-        return run(args, SparkConnectExecutor(lambda: connect_url(args), f"{args.flow}/{args.family or '*'}"))
+        with stop_between_batches():
+            return run(args, SparkConnectExecutor(lambda: connect_url(args), f"{args.flow}/{args.family or '*'}"))
 
     def submit() -> int:
         # Configuration and clusters checked here first: a dead cluster is one line within seconds, without

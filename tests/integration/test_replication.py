@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import logging
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -16,13 +18,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import NewPartitions
 
-from mirrorflow.config import MirrorConfig, parse_config
+from mirrorflow.clients import client_properties
+from mirrorflow.config import MirrorConfig, load_config, parse_config
 from mirrorflow.replication.connect import SparkConnectExecutor
 from mirrorflow.replication.executor import LocalExecutor, SparkExecutor, UnitExecutor
 from mirrorflow.replication.progress import progress_topic
+from mirrorflow.replication.remote_report import released_report
 from mirrorflow.replication.run import PHASES, replicate
 from mirrorflow.wire import (
     OffsetSync,
@@ -580,6 +584,52 @@ def test_continuous_mode_keeps_copying_until_the_time_is_up(kafka_clusters: Any)
     late.join()
     assert report.ok and report.batches >= 3 and report.records == 2
     assert [r.value for r in read_all(kafka_clusters.backup, f"primary.{topic}")] == [b"first", b"late"]
+
+
+def test_sigterm_stops_continuous_replication_after_its_batch_with_the_lock_released(
+    kafka_clusters: Any, tmp_path: Path
+) -> None:
+    """A service manager's SIGTERM: the batch in progress finishes, the report is written, the lock is released (the
+    next run does not wait for it), and the exit code is that of a run whose time was up."""
+    p = prefix()
+    topic = create_topic(kafka_clusters.primary, f"{p}-cli", partitions=2)
+    produce(kafka_clusters.primary, topic, [{"value": b"s%d" % i, "partition": i % 2} for i in range(20)])
+    config_file, report_file = cli_config(tmp_path, kafka_clusters, p), tmp_path / "report.json"
+    exe = Path(sys.executable).parent / "mirrorflow"
+    command = [str(exe), "replicate", "--config", str(config_file), "--flow", "primary->backup", "--family", "cli"]
+    since_ms = int(time.time() * 1000)
+    process = subprocess.Popen(
+        [*command, "--duration", "10m", "--in-process", "--report", str(report_file)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # the first batch copied everything (its remote topic is made in it)
+            assert process.poll() is None, process.communicate()
+            with contextlib.suppress(KafkaException):
+                if len(read_all(kafka_clusters.backup, f"primary.{topic}")) == 20:
+                    break
+            time.sleep(0.5)
+        process.send_signal(signal.SIGTERM)
+        stdout, stderr = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 0, stdout[-2000:] + stderr[-2000:]
+    assert "SIGTERM: stopping after the batch in progress" in stderr
+    report = json.loads(report_file.read_text())
+    assert report["ok"] and report["records"] == 20
+    assert any(w.startswith("stopped by SIGTERM after batch ") for w in report["warnings"])
+    # The lock's release record carries the run's summary: released, not left to expire.
+    flow = load_config(config_file).flow("primary", "backup")
+    released = released_report(flow, "cli", since_ms, client_properties(flow, "target", "consumer"))
+    assert released is not None and released["ok"] and released["records"] == 20
+    produce(kafka_clusters.primary, topic, [{"value": b"t%d" % i, "partition": i % 2} for i in range(4)])
+    again = replicate_cli(config_file, report_file, "--in-process")  # the lock was released: no wait, no refusal
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    assert json.loads(report_file.read_text())["records"] == 4
+    assert committed(kafka_clusters.backup, f"primary.{topic}") == committed(kafka_clusters.primary, topic)
 
 
 def test_replicate_cli_starts_a_local_spark_connect_server_on_first_use(kafka_clusters: Any, tmp_path: Path) -> None:

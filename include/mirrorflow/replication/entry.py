@@ -37,6 +37,7 @@ from .executor import LocalExecutor, SparkExecutor, UnitExecutor
 from .report_text import report_lines
 from .run import RunReport, replicate, replicate_continuously
 from .spark_env import SUBMITTED_AT_ENV
+from .stop_signal import stop_between_batches
 
 log = logging.getLogger("mirrorflow.replicate")
 T = TypeVar("T")
@@ -242,7 +243,13 @@ def run(
 
 
 def main(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None, *, spark: bool = False) -> int:
-    args = add_arguments(parser).parse_args(argv)
+    """The spark-submit app's run (``spark``), or one in this process; SIGTERM stops ``--duration`` between
+    batches (``stop_signal``)."""
+    with stop_between_batches():
+        return _main(add_arguments(parser).parse_args(argv), spark)
+
+
+def _main(args: argparse.Namespace, spark: bool) -> int:
     if not spark:
         return run(args, LocalExecutor())
     if debug_requested(args):

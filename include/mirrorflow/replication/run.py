@@ -27,6 +27,7 @@ from .. import clients, kafka_calls, topics
 from ..alerts import WEBHOOK_KEY, send_run_events
 from ..config.model import FlowConfig, MirrorConfig, parse_duration
 from ..internal_topics import InternalTopic, ensure_internal_topic
+from . import stop_signal
 from .copy import is_retriable, kafka_words, transactional_id
 from .executor import UnitExecutor
 from .history import last_acl_sync, parse_history, run_summary
@@ -775,9 +776,12 @@ def _batches(
         # the 5 s default pause made p99 about 8 s (benchmarks/continuous_latency.py); without it, about two
         # batches (issue 11 item 5: p99 < 5 s).
         wait = 0.0 if batch.records or batch.lag else pause
-        if time.monotonic() + wait >= deadline or not batch.ok:
+        if time.monotonic() + wait >= deadline or not batch.ok or stop_signal.pause(wait):
+            if stop_signal.requested():
+                total.warnings.append(
+                    f"stopped by {stop_signal.requested()} after batch {total.batches}, before its duration was up"
+                )
             return total
-        time.sleep(wait)
 
 
 def _merge(total: RunReport, batch: RunReport) -> RunReport:
