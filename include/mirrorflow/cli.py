@@ -388,10 +388,10 @@ def _replicate(args: argparse.Namespace) -> int:
     from .replication.stop_signal import stop_between_batches
 
     if args.in_process:
-        with stop_between_batches():
+        with stop_between_batches(bool(args.duration)):
             return run(args, LocalExecutor())
     if args.master is None:  # the default: units run on a Spark Connect server, found (or started) when needed
-        with stop_between_batches():
+        with stop_between_batches(bool(args.duration)):
             return run(args, SparkConnectExecutor(lambda: connect_url(args), f"{args.flow}/{args.family or '*'}"))
 
     def submit() -> int:

@@ -30,3 +30,9 @@ def test_without_a_signal_the_handlers_are_restored_and_nothing_is_requested() -
         assert signal.getsignal(signal.SIGINT) is not before[signal.SIGINT]
     assert {sig: signal.getsignal(sig) for sig in before} == before
     assert stop_signal.requested() is None
+
+
+def test_a_single_run_keeps_the_handlers_it_had() -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    with stop_signal.stop_between_batches(continuous=False):
+        assert signal.getsignal(signal.SIGTERM) is before

@@ -245,8 +245,9 @@ def run(
 def main(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None, *, spark: bool = False) -> int:
     """The spark-submit app's run (``spark``), or one in this process; SIGTERM stops ``--duration`` between
     batches (``stop_signal``)."""
-    with stop_between_batches():
-        return _main(add_arguments(parser).parse_args(argv), spark)
+    args = add_arguments(parser).parse_args(argv)
+    with stop_between_batches(bool(args.duration)):
+        return _main(args, spark)
 
 
 def _main(args: argparse.Namespace, spark: bool) -> int:

@@ -37,9 +37,11 @@ def pause(seconds: float) -> bool:
 
 
 @contextlib.contextmanager
-def stop_between_batches() -> Iterator[None]:
-    """Within the block, the first SIGTERM or SIGINT asks continuous replication to stop after its batch."""
-    if threading.current_thread() is not threading.main_thread():
+def stop_between_batches(continuous: bool = True) -> Iterator[None]:
+    """Within the block, the first SIGTERM or SIGINT asks continuous replication to stop after its batch.
+
+    ``continuous`` False (a single run, no ``--duration``): nothing changes, a signal stops the run at once."""
+    if not continuous or threading.current_thread() is not threading.main_thread():
         yield
         return
     previous = {sig: signal.getsignal(sig) for sig in _SIGNALS}
