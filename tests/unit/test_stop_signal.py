@@ -13,6 +13,7 @@ def test_the_first_sigterm_is_a_request_and_puts_the_handler_before_back() -> No
     before = signal.getsignal(signal.SIGTERM)
     with stop_signal.stop_between_batches():
         assert stop_signal.requested() is None and not stop_signal.pause(0.01)
+        assert signal.getsignal(signal.SIGTERM) is not before  # installed: the signal below cannot end the tests
         os.kill(os.getpid(), signal.SIGTERM)
         deadline = time.monotonic() + 5
         while stop_signal.requested() is None and time.monotonic() < deadline:
