@@ -527,6 +527,13 @@ STEADY_SETTLE_S = 15.0
 STEADY_STEPS = ("nothing new", "tiny", "small")
 
 
+def append_live(runner: Runner, result: Result, load: Load, count: int) -> None:
+    """``count`` more records on the variant's own live topic (round 1's), after those appended so far."""
+    live = load.live_topic(result.variant)
+    load_records(runner.source, live, load.partitions, count, load.size, first=result.appended)
+    result.appended += count
+
+
 def measure_fixed(runner: Runner, variant: Variant, load: Load, repeats: int) -> Result:
     """The variant's fixed costs: first run, then steady state: tiny, 10,000 records, nothing new.
 
@@ -546,8 +553,7 @@ def measure_fixed(runner: Runner, variant: Variant, load: Load, repeats: int) ->
             *[(load.tiny, "tiny")] * repeats,
             *[(load.small, "small")] * repeats,
         ):
-            load_records(runner.source, live, load.partitions, count, load.size, first=result.appended)
-            result.appended += count
+            append_live(runner, result, load, count)
             timing = runner.run(variant, step, count)
             if step != "warm-up":
                 result.runs.append(timing)
@@ -568,8 +574,7 @@ def measure_rate(runner: Runner, result: Result, load: Load, number: int) -> Non
     live = load.live_topic(variant)
     try:
         if number == 1:
-            load_records(runner.source, live, load.partitions, load.tiny, load.size, first=result.appended)
-            result.appended += load.tiny
+            append_live(runner, result, load, load.tiny)
         runner.run(variant, "warm-up", load.tiny, [live])
         result.runs.append(runner.run(variant, "N1", load.n1, [load.data_topic("n1")], number))
         result.runs.append(runner.run(variant, "N2", load.records, [load.data_topic("n2")], number))

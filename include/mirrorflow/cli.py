@@ -387,12 +387,14 @@ def _replicate(args: argparse.Namespace) -> int:
     from .replication.spark_env import SUBMITTED_AT_ENV
     from .replication.stop_signal import stop_between_batches
 
-    if args.in_process:
+    if args.in_process or args.master is None:  # the default: units on a Spark Connect server, found or started
+        executor = (
+            LocalExecutor()
+            if args.in_process
+            else SparkConnectExecutor(lambda: connect_url(args), f"{args.flow}/{args.family or '*'}")
+        )
         with stop_between_batches(bool(args.duration)):
-            return run(args, LocalExecutor())
-    if args.master is None:  # the default: units run on a Spark Connect server, found (or started) when needed
-        with stop_between_batches(bool(args.duration)):
-            return run(args, SparkConnectExecutor(lambda: connect_url(args), f"{args.flow}/{args.family or '*'}"))
+            return run(args, executor)
 
     def submit() -> int:
         # Configuration and clusters checked here first: a dead cluster is one line within seconds, without

@@ -777,9 +777,9 @@ def _batches(
         # batches (issue 11 item 5: p99 < 5 s).
         wait = 0.0 if batch.records or batch.lag else pause
         if time.monotonic() + wait >= deadline or not batch.ok or stop_signal.pause(wait):
-            if stop_signal.requested():
+            if signal_name := stop_signal.requested():
                 total.warnings.append(
-                    f"stopped by {stop_signal.requested()} after batch {total.batches}, before its duration was up"
+                    f"stopped by {signal_name} after batch {total.batches}, before its duration was up"
                 )
             return total
 

@@ -28,7 +28,7 @@ _received: list[str] = []
 
 def requested() -> str | None:
     """The name of the signal that asked the run to stop (``SIGTERM``), or None."""
-    return _received[-1] if _REQUESTED.is_set() and _received else None
+    return _received[0] if _received else None
 
 
 def pause(seconds: float) -> bool:
