@@ -13,14 +13,16 @@ The units travel inside the function's closure, never through a DataFrame column
 
 The ``mirrorflow`` package goes with the work: its zip (``pyfiles``) is added to the session as a Python artifact
 once, so the server's executors need only a Python with confluent-kafka, not this repository. The session id is
-derived from the flow family *and* the zip's content hash: a changed library gets a fresh session (and fresh
-Python workers, which would otherwise keep the old modules imported), an unchanged one finds its zip already
+derived from the zip's content hash too (:func:`session_identity`): a changed library gets a fresh session (and
+fresh Python workers, which would otherwise keep the old modules imported), an unchanged one finds its zip already
 there (a session setting records it: one cheap call instead of an upload per run).
 
-Each flow family uses its own stable Spark Connect session id, so the server keeps that session (and its
-Python workers, which keep their imports and connections) warm between runs, and a run can stop what a
-killed earlier run of the same family left running there. A session the server has closed (idle timeout,
-restart) is replaced by a fresh one. Records never pass through the driver.
+Each flow family *on its two clusters* uses its own stable Spark Connect session id, so the server keeps that
+session (and its Python workers, which keep their imports and connections) warm between runs, and a run can stop
+what a killed earlier run of the same family on the same clusters left running there. The clusters are part of it
+because one server is shared by flows, teams and deployments whose cluster aliases may coincide (two files naming
+different clusters ``east`` and ``west``): a run's start must never interrupt another deployment's job. A session
+the server has closed (idle timeout, restart) is replaced by a fresh one. Records never pass through the driver.
 """
 
 from __future__ import annotations
@@ -28,10 +30,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import pickle
+import re
 import socket
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlparse
 
@@ -41,7 +44,7 @@ from .units import UnitResult, UnitSpec
 
 log = logging.getLogger("mirrorflow.replicate")
 
-#: Namespace of the session ids derived from a flow family (any fixed UUID; never change it: the server
+#: Namespace of the session ids derived from a session identity (any fixed UUID; never change it: the server
 #: keeps a closed session's id for a while and refuses to reopen it).
 SESSION_NAMESPACE = uuid.UUID("6f2b7f0e-3a55-4c1e-9b1f-6d4f4a6c2e11")
 
@@ -84,9 +87,54 @@ def with_session_id(url: str, session_id: str) -> str:
     return f"{url.rstrip('/')}/;session_id={session_id}"
 
 
-def session_id_for(key: str) -> str:
-    """The stable Spark Connect session id of a flow family (``key`` such as ``primary->backup/orders``)."""
-    return str(uuid.uuid5(SESSION_NAMESPACE, key))
+#: Kafka's port when a bootstrap server names none (librdkafka's default too).
+DEFAULT_KAFKA_PORT = 9092
+
+
+def cluster_identity(client_config: Mapping[str, Any]) -> str:
+    """Which cluster a client configuration reaches: its bootstrap servers, normalised (``host:port`` items without
+    protocol prefix, lower case, default port added, each once, sorted). Only they are read, so no SASL or SSL setting
+    can reach a session identity or a log line.
+
+    Why not the cluster id the brokers report (``describe_cluster``): it is not unique in practice (the embedded
+    noida-db brokers report one fixed id for every cluster; KRaft clusters formatted from a copied quickstart share
+    its id), which would bring back the shared session this prevents, and it costs a request per run. Its advantage,
+    surviving an edit of the bootstrap list, matters only when a run killed before the edit left a job behind: the
+    first run after it opens a new session and leaves that job to end within its units' time limit (exactly-once
+    fences it). One cluster named by different addresses in two files gets two sessions: the safe side.
+    """
+    servers = str(client_config.get("bootstrap.servers") or client_config.get("metadata.broker.list") or "")
+    items: set[str] = set()
+    for raw in re.split(r"[,\s]+", servers):
+        item = raw.rpartition("://")[2].rpartition("@")[2].rstrip("/").lower()
+        if not item:
+            continue
+        if item.startswith("["):  # [IPv6]:port
+            host, _, port = item.partition("]")
+            host, port = host + "]", port.removeprefix(":")
+        elif item.count(":") == 1:
+            host, _, port = item.partition(":")
+        else:  # a host without port, or a bare IPv6 address (no port can be told from it)
+            host, port = item, ""
+        items.add(f"{host.rstrip('.')}:{port or DEFAULT_KAFKA_PORT}")
+    return ",".join(sorted(items))
+
+
+def session_identity(name: str, source: Mapping[str, Any], target: Mapping[str, Any], version: str) -> str:
+    """What a Spark Connect session stands for: ``name`` (the work, such as ``east->west/orders``), the clusters its
+    jobs read and write (client configurations of the source and target side: :func:`cluster_identity`) and the
+    package ``version``: ``east->west/orders h1:9092,h2:9092->h3:9092@<version>``.
+
+    The one way to build it: callers (CLI, verify, Airflow operators) name only the work, and the executor adds the
+    clusters of the units or chunks it is given. A run's start interrupts the jobs of its own session only, so two
+    deployments whose cluster aliases coincide never cancel each other's jobs.
+    """
+    return f"{name} {cluster_identity(source)}->{cluster_identity(target)}@{version}"
+
+
+def session_id_for(identity: str) -> str:
+    """The stable Spark Connect session id (a UUID, as Spark Connect requires) of a :func:`session_identity`."""
+    return str(uuid.uuid5(SESSION_NAMESPACE, identity))
 
 
 def check_answers(url: str, timeout: float = ANSWER_TIMEOUT_S) -> None:
@@ -103,15 +151,17 @@ def check_answers(url: str, timeout: float = ANSWER_TIMEOUT_S) -> None:
 
 
 def _copy_partition(payload: Sequence[bytes], shares: Sequence[Sequence[int]]) -> Any:
-    """The function each Spark task runs: copy the units of the shares whose numbers arrive, return their pickled
-    results by unit index."""
+    """The function each Spark task runs: copy the units of the shares whose numbers arrive (``payload[n]``: the
+    pickled units of share ``n``), return their pickled results by unit index."""
 
     def copy_batches(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
 
         for batch in batches:
-            indexes = [i for share in batch.column(0).to_pylist() for i in shares[share]]
-            results = [pickle.dumps(r) for r in copy_units([pickle.loads(payload[i]) for i in indexes])]
+            numbers = batch.column(0).to_pylist()
+            indexes = [i for share in numbers for i in shares[share]]
+            units = [unit for share in numbers for unit in pickle.loads(payload[share])]
+            results = [pickle.dumps(r) for r in copy_units(units)]
             yield pa.RecordBatch.from_pydict({"index": indexes, "result": results})
 
     return copy_batches
@@ -125,9 +175,15 @@ class SparkConnectExecutor:
 
     def __init__(self, url: str | Callable[[], str], session_key: str) -> None:
         """``url``: the server's ``sc://`` address, or a function giving it (called on first use: the CLI's local
-        server is started only by a run that has something to copy, after the clusters answered)."""
+        server is started only by a run that has something to copy, after the clusters answered).
+
+        ``session_key``: the work, such as ``flow/family`` or ``flow/verify``. The session's identity adds the
+        clusters of the work it is given and the package version (:func:`session_identity`), when it is first
+        needed: a run with nothing to copy computes nothing and asks no cluster anything more."""
         self._url = url
         self.session_key = session_key
+        self.session_identity: str | None = None  # known once the session is first needed
+        self._clusters: tuple[str, str] | None = None  # (source, target) of that identity
         self.engine_seconds = 0.0
         # Where the engine phase went (client import, session, leftover jobs, package): a slow start names its step.
         self.engine_steps: dict[str, float] = {}
@@ -156,17 +212,32 @@ class SparkConnectExecutor:
             self._url = self._url()
         return self._url
 
-    def session(self) -> Any:
-        """The Spark Connect session, connected on first use (the time counts as the run's ``engine`` phase)."""
+    def session(self, source: Mapping[str, Any], target: Mapping[str, Any]) -> Any:
+        """The Spark Connect session of this work between these clusters (the source and target side's client
+        configurations, as the units or chunks carry them), connected on first use (the time counts as the run's
+        ``engine`` phase).
+
+        An executor serves one pair of clusters: asked for another, it raises ``ValueError`` rather than run their
+        jobs in a session whose start interrupts what it finds there."""
+        clusters = (cluster_identity(source), cluster_identity(target))
+        if self._clusters is not None and clusters != self._clusters:
+            raise ValueError(
+                f"the Spark Connect executor of {self.session_key} serves {'->'.join(self._clusters)}, "
+                f"not {'->'.join(clusters)}: use an executor per flow"
+            )
         if self._session is None:
             started = time.monotonic()
             with self._step("package"):
                 check_answers(self.url)
                 package = package_zip()
             version = package.stem.removeprefix("mirrorflow-")
-            self._session = self._connect(session_id_for(f"{self.session_key}@{version}"))
+            self._clusters = clusters
+            self.session_identity = session_identity(self.session_key, source, target, version)
+            self._session = self._connect(session_id_for(self.session_identity))
             if self._closed_by_server():
-                log.info("Spark Connect session of %s was closed by the server; opening a new one", self.session_key)
+                log.info(
+                    "Spark Connect session of %s was closed by the server; opening a new one", self.session_identity
+                )
                 self._session = self._connect(str(uuid.uuid4()))
             with self._step("leftover jobs"):
                 self._stop_leftover_jobs()
@@ -211,16 +282,17 @@ class SparkConnectExecutor:
         log.info("Spark Connect: added %s to the session in %.2f s", package.name, time.monotonic() - started)
 
     def _stop_leftover_jobs(self) -> None:
-        """Interrupt jobs still running in this flow family's session: an earlier run's client died (a killed
-        Airflow task) while the server went on copying its units. This run holds the family's lock, so nothing
-        else may copy the family now; exactly-once would fence them anyway, but at-least-once would race them."""
+        """Interrupt jobs still running in this session, which only the same work on the same clusters uses: an
+        earlier run's client died (a killed Airflow task) while the server went on copying its units. This run holds
+        the family's lock, so nothing else may copy the family now; exactly-once would fence them anyway, but
+        at-least-once would race them."""
         leftover = self._session.interruptAll()
         if leftover:
             log.warning(
                 "interrupted %d Spark job(s) an earlier run of %s left running on %s (its client died); waiting "
                 "%.0f s for their tasks to stop",
                 len(leftover),
-                self.session_key,
+                self.session_identity,
                 public_url(self.url),
                 TASK_KILL_WAIT_S,
             )
@@ -229,9 +301,11 @@ class SparkConnectExecutor:
     def run(self, units: Sequence[UnitSpec]) -> list[UnitResult]:
         if not units:
             return []
-        session = self.session()
-        payload = [pickle.dumps(unit) for unit in units]
+        session = self.session(units[0].source_consumer, units[0].target_producer)  # a run's units share them
         shares = task_shares(units)
+        # A share's units pickled together: the settings every unit of a run shares (client configurations, topic
+        # names) are written once per share, not once per unit (10,000 units made a task binary of 12 MiB).
+        payload = [pickle.dumps([units[i] for i in share]) for share in shares]
         # A task per share: a range of as many numbers as partitions gives each partition one number.
         frame = session.range(0, len(shares), 1, len(shares)).mapInArrow(
             _copy_partition(payload, shares), "index long, result binary"
@@ -265,8 +339,10 @@ __all__ = [
     "ConnectServerUnreachable",
     "SparkConnectExecutor",
     "check_answers",
+    "cluster_identity",
     "public_url",
     "server_address",
     "session_id_for",
+    "session_identity",
     "with_session_id",
 ]

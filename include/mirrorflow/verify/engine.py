@@ -47,7 +47,7 @@ def _verify_tasks(payload: Sequence[bytes]) -> Any:
 
 def _on_spark_connect(executor: SparkConnectExecutor, specs: Sequence[ChunkSpec]) -> list[ChunkResult]:
     """One job of ``len(specs)`` tasks; the specs travel in the function's closure, never in a DataFrame."""
-    session = executor.session()
+    session = executor.session(specs[0].source_consumer, specs[0].target_consumer)  # a verification's chunks share them
     payload = [pickle.dumps(spec) for spec in specs]
     frame = session.range(0, len(specs), 1, len(specs)).mapInArrow(_verify_tasks(payload), "index long, result binary")
     try:
