@@ -53,6 +53,33 @@ _RENAMED = {"sasl.mechanism": "sasl.mechanisms", "delivery.timeout.ms": "message
 _JAAS = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 _NO_SUCH_PROPERTY = re.compile(r"No such configuration property: \"([^\"]+)\"")
 
+BOUNDED_READ_WAIT_MS = 10
+"""``fetch.wait.max.ms`` of a bounded reader (see :func:`bounded_reader`)."""
+
+BOUNDED_READER: dict[str, Any] = {
+    "enable.partition.eof": True,
+    "enable.auto.commit": False,
+    "fetch.wait.max.ms": BOUNDED_READ_WAIT_MS,
+}
+"""librdkafka settings of every bounded reader (see :func:`bounded_reader`); applied over the flow's settings."""
+
+
+def bounded_reader(config: Mapping[str, Any], **overrides: Any) -> dict[str, Any]:
+    """``config`` made a bounded reader's: a consumer (assign() only) that reads up to an end offset it knows.
+
+    Stored progress, offset syncs, the lease log, heartbeats' tails, verify chunks and the copier's units all read
+    up to an end they learned first. Apache Kafka holds a fetch that finds no records for ``fetch.wait.max.ms``
+    (librdkafka's default 500 ms), and such a reader often learns it reached its end only from that empty fetch:
+    the end-of-partition event, or a read_committed range ending in a transaction marker, which is never delivered.
+    A kept consumer (``replication.kept_clients``) also waits out the fetch its last assignment left at the broker
+    before its next assignment's first fetch. That cost an exactly-once run with nothing new 0.5 s of its plan, and
+    a copy about that per unit. A reader that knows its end never waits for new records, so it asks for a short
+    wait (``BOUNDED_READ_WAIT_MS``) over whatever the flow sets (a long poll suits a consumer waiting for new
+    records; no mirrorflow reader is one): at its end, a few more empty fetches before it stops; while records
+    remain, fetches return them at once as before.
+    """
+    return {**config, **BOUNDED_READER, **overrides}
+
 
 class ClientConfigError(ValueError):
     """A client setting librdkafka cannot honour; the message names the key, never its value."""

@@ -178,7 +178,7 @@ def first_heartbeat(flow: FlowConfig, timeout: float = 15.0) -> int | None:
     """
     topic = flow.policy.heartbeats_topic()
     config = clients.client_properties(flow, "target", "consumer")
-    consumer = Consumer({**config, "enable.auto.commit": False, "enable.partition.eof": True})
+    consumer = Consumer(clients.bounded_reader(config))
     try:
         try:
             low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=timeout)

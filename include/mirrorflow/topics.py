@@ -88,7 +88,8 @@ class PreparationReport:
     ``acl_sync`` says whether ACL sync ran at all ("synced", "disabled", or why it was skipped or not due),
     because a cluster without an authorizer is normal and must not look like an error. ``acls_synced_ms``
     is when this preparation synced them (ms since the epoch; None: it did not, or it failed), for the
-    run history that decides when the next sync is due.
+    run history that decides when the next sync is due. ``config_sync`` and ``configs_synced_ms`` say the same
+    of topic configs.
     """
 
     created: dict[str, CreatedTopic] = field(default_factory=dict)
@@ -98,6 +99,8 @@ class PreparationReport:
     errors: dict[str, str] = field(default_factory=dict)
     acl_sync: str = "disabled"
     acls_synced_ms: int | None = None
+    config_sync: str = "disabled"
+    configs_synced_ms: int | None = None
 
     def add_error(self, topic: str, message: str) -> None:
         """Record a topic-level problem; a second problem of the same topic is appended, not lost."""
@@ -118,6 +121,8 @@ class PreparationReport:
             "errors": dict(sorted(self.errors.items())),
             "acl_sync": self.acl_sync,
             "acls_synced_ms": self.acls_synced_ms,
+            "config_sync": self.config_sync,
+            "configs_synced_ms": self.configs_synced_ms,
         }
 
 
@@ -550,16 +555,16 @@ def _create_acls(
     return failed
 
 
-def acl_sync_not_due(flow: FlowConfig, last_synced_ms: int | None, now_ms: int) -> str | None:
-    """Why ACLs need no sync now (for the report), or None when one is due: never synced (as far as the caller
-    knows), or ``sync.topic.acls.interval.seconds`` passed since the last sync."""
+def sync_not_due(flow: FlowConfig, interval_key: str, last_synced_ms: int | None, now_ms: int) -> str | None:
+    """Why a periodic sync (topic ACLs, topic configs) is not needed now (for the report), or None when one is due:
+    never synced (as far as the caller knows), or ``interval_key``'s seconds (MM2's timer) passed since the last."""
     if last_synced_ms is None:
         return None
-    interval_s = flow.get_int("sync.topic.acls.interval.seconds")
+    interval_s = flow.get_int(interval_key)
     age_s = (now_ms - last_synced_ms) / 1000
     if age_s >= interval_s:
         return None
-    return f"not due: synced {max(0.0, age_s):.0f} s ago, every {interval_s} s (sync.topic.acls.interval.seconds)"
+    return f"not due: synced {max(0.0, age_s):.0f} s ago, every {interval_s} s ({interval_key})"
 
 
 # ------------------------------------------------------------------------------------------- preparation
@@ -573,23 +578,32 @@ def prepare_target(
     timeout: float = 30,
     *,
     acls_synced_ms: int | None = None,
-    acls_deferred: str | None = None,
+    configs_synced_ms: int | None = None,
+    syncs_deferred: str | None = None,
     acl_plans: Sequence[TopicPlan] | None = None,
 ) -> PreparationReport:
     """Make the target ready for copying ``plans``: topics, partitions, configs and ACLs, as MM2 keeps them.
 
-    ACLs are synced for ``acl_plans`` (default ``plans``: the whole family, when only some of its topics are
-    copied) when due (``acl_sync_not_due`` with ``acls_synced_ms``, the last sync the caller knows of);
-    ``acls_deferred``, a reason, leaves them to another step (the report says it). Raises only if the target's
-    topic list cannot be read (nothing can be decided without it); every topic-level problem is in
+    New remote topics are created with their source's configs every time. The configs of existing ones and the
+    topic ACLs are synced on MM2's timers (``sync.topic.configs.interval.seconds``,
+    ``sync.topic.acls.interval.seconds``), when due by ``sync_not_due`` with ``configs_synced_ms`` and
+    ``acls_synced_ms`` (the last syncs the caller knows of), so a run every 30 s does not describe every topic's
+    configs twice a minute. ACLs are synced for ``acl_plans`` (default ``plans``: the whole family, when only some of
+    its topics are copied); a config sync counts as the family's only when ``plans`` is the whole family.
+    ``syncs_deferred``, a reason, leaves both periodic syncs to another step (the report says it). Raises only if
+    the target's topic list cannot be read (nothing can be decided without it); every topic-level problem is in
     ``report.errors``.
     """
     report = PreparationReport()
+    now_ms = int(time.time() * 1000)
     counts = _partition_counts(target_admin, timeout)
     missing = [p for p in plans if p.remote_topic not in counts]
     existing = [p for p in plans if p.remote_topic in counts]
     sync_configs = flow.get_bool("sync.topic.configs.enabled")
-    described = missing + existing if sync_configs else missing
+    if sync_configs:
+        configs_not_due = sync_not_due(flow, "sync.topic.configs.interval.seconds", configs_synced_ms, now_ms)
+        report.config_sync = f"deferred: {syncs_deferred}" if syncs_deferred else configs_not_due or "synced"
+    described = missing + existing if report.config_sync == "synced" else missing
     source_configs = _describe_configs(
         source_admin, {p.source_topic: p.source_topic for p in described}, "source", timeout, report
     )
@@ -597,12 +611,15 @@ def prepare_target(
     _create_missing(flow, missing, source_configs, target_admin, timeout, report)
     short = {p.remote_topic: (p, counts[p.remote_topic]) for p in existing if counts[p.remote_topic] < p.partitions}
     _grow_partitions(flow, short, target_admin, timeout, report)
-    if sync_configs:
+    if report.config_sync == "synced":
         _sync_configs(flow, existing, source_configs, target_admin, timeout, report)
+        whole_family = acl_plans is None or len(acl_plans) == len(plans)
+        if whole_family and not report.errors:
+            report.configs_synced_ms = now_ms
     if flow.get_bool("sync.topic.acls.enabled"):
-        not_due = acl_sync_not_due(flow, acls_synced_ms, int(time.time() * 1000))
-        if acls_deferred:
-            report.acl_sync = f"deferred: {acls_deferred}"
+        not_due = sync_not_due(flow, "sync.topic.acls.interval.seconds", acls_synced_ms, now_ms)
+        if syncs_deferred:
+            report.acl_sync = f"deferred: {syncs_deferred}"
         elif not_due:
             report.acl_sync = not_due
         else:
@@ -638,7 +655,8 @@ def prepare_family(
     timeout: float = 30,
     *,
     acls_synced_ms: int | None = None,
-    acls_deferred: str | None = None,
+    configs_synced_ms: int | None = None,
+    syncs_deferred: str | None = None,
 ) -> tuple[list[TopicPlan], PreparationReport]:
     """Discover a family's source topics (optionally only some) and prepare the target for them.
 
@@ -655,7 +673,8 @@ def prepare_family(
         target_admin,
         timeout,
         acls_synced_ms=acls_synced_ms,
-        acls_deferred=acls_deferred,
+        configs_synced_ms=configs_synced_ms,
+        syncs_deferred=syncs_deferred,
         acl_plans=discovered,
     )
     return [p for p in plans if p.source_topic not in report.errors], report

@@ -36,8 +36,9 @@ from .operators import MirrorFamilyOperator
 
 log = logging.getLogger(__name__)
 
-#: Why the prepare_target task leaves topic ACLs alone (its report's ``acl_sync`` says it).
-ACLS_DEFERRED = "the replicate task syncs them when due (sync.topic.acls.interval.seconds)"
+#: Why the prepare_target task leaves topic ACLs and existing topics' configs alone (its report's ``acl_sync`` and
+#: ``config_sync`` say it).
+SYNCS_DEFERRED = "the replicate task syncs them when due (sync.topic.acls/configs.interval.seconds)"
 
 #: A fixed date in the past: with catchup off, only the schedule's next interval matters.
 START_DATE = datetime(2026, 1, 1, tzinfo=UTC)
@@ -208,15 +209,16 @@ def build_mirror_dag(flow: FlowConfig, family: str, config_file: Path) -> DAG:
         def prepare_target() -> dict[str, Any]:
             """Remote topics exist with enough partitions and configs synced.
 
-            ACLs are left to ``replicate``: its run holds the family's lock, whose log records when they were last
-            synced, so they are synced once per ``sync.topic.acls.interval.seconds`` and not twice a run."""
+            ACLs and the configs of existing remote topics are left to ``replicate``: its run holds the family's lock,
+            whose log records when they were last synced, so they are synced once per interval
+            (``sync.topic.acls.interval.seconds``, ``sync.topic.configs.interval.seconds``) and not twice a run."""
             from mirrorflow import clients, topics
 
             params = get_current_context()["params"]
             live = MirrorflowHook(config_file).flow(name)
             source_admin, target_admin = clients.admin(live, "source"), clients.admin(live, "target")
             plans, report = topics.prepare_family(
-                live, family, source_admin, target_admin, _only_topics(params), acls_deferred=ACLS_DEFERRED
+                live, family, source_admin, target_admin, _only_topics(params), syncs_deferred=SYNCS_DEFERRED
             )
             for topic, error in report.errors.items():
                 log.error("%s: %s", topic, error)

@@ -369,6 +369,27 @@ def test_recreated_source_topic_that_grew_past_the_old_progress_is_copied_from_i
     assert not replicate(config, pair.flow, None, LocalExecutor()).reset_events  # once, not every run
 
 
+def test_a_recreated_source_topic_with_nothing_new_to_copy_is_reset_by_the_run_that_copies(pair: Pair) -> None:
+    """Without topic ids, a run with nothing new reads no fingerprint (it copies nothing either); the first run with
+    records to copy reads it, finds the new incarnation and copies it from its start."""
+    prefix = unique_topic_name("recreate-same")
+    topic = create_topic(pair.primary, prefix, partitions=1)
+    produce(pair.primary, topic, [b"old-%d" % i for i in range(100)])
+    config = make_config(pair, prefix)
+    assert replicate(config, pair.flow, None, LocalExecutor()).records == 100
+    recreate(pair.primary, topic, 1)
+    produce(pair.primary, topic, [b"new-%d" % i for i in range(100)])  # as long as the copied incarnation
+    quiet = replicate(config, pair.flow, None, LocalExecutor())
+    assert quiet.ok and quiet.records == 0 and not quiet.reset_events
+    produce(pair.primary, topic, [b"new-%d" % i for i in range(100, 110)])
+    report = replicate(config, pair.flow, None, LocalExecutor())
+    assert report.ok and report.records == 110, report.errors
+    (event,) = report.reset_events
+    assert event["side"] == "source" and "is not the one that was copied" in event["reason"]
+    copied = [r.value for r in read_all(pair.backup, pair.remote(topic))]
+    assert copied == [b"old-%d" % i for i in range(100)] + [b"new-%d" % i for i in range(110)]
+
+
 def test_recreated_source_topic_with_stop_policy_stops_the_partition(pair: Pair) -> None:
     prefix = unique_topic_name("recreate-stop")
     topic = create_topic(pair.primary, prefix, partitions=1)

@@ -326,12 +326,12 @@ def test_acl_sync_never_fails_the_preparation(kafka_clusters, topic_factory):
     assert report.acl_sync == "synced" or report.acl_sync.startswith("skipped: ")
 
 
-def prepare_counting(flow: FlowConfig, **acls) -> tuple[PreparationReport, dict[str, int]]:
-    """``prepare_target`` with ``acls`` arguments; the report and the admin calls it made, by name."""
+def prepare_counting(flow: FlowConfig, **syncs) -> tuple[PreparationReport, dict[str, int]]:
+    """``prepare_target`` with ``syncs`` arguments; the report and the admin calls it made, by name."""
     plans = discover(flow, None, admin(flow, "source"), timeout=TIMEOUT)
     source, target = admin(flow, "source"), admin(flow, "target")
     with kafka_calls.counting() as calls:
-        report = prepare_target(flow, plans, source, target, timeout=TIMEOUT, **acls)
+        report = prepare_target(flow, plans, source, target, timeout=TIMEOUT, **syncs)
     return report, dict(calls)
 
 
@@ -369,11 +369,27 @@ def test_deferred_acls_are_left_alone_and_reported(kafka_clusters, topic_factory
     topic = topic_factory(kafka_clusters.primary)
     flow = only(kafka_clusters, topic)
 
-    report, calls = prepare_counting(flow, acls_deferred="the run syncs them")
+    report, calls = prepare_counting(flow, syncs_deferred="the run syncs them")
 
     assert list(report.created) == [topic], "the rest of the preparation is done"
     assert report.acl_sync == "deferred: the run syncs them" and report.acls_synced_ms is None
+    assert report.config_sync == "deferred: the run syncs them" and report.configs_synced_ms is None
     assert "admin describe_acls" not in calls
+
+
+def test_existing_topics_configs_are_synced_once_per_interval(kafka_clusters, topic_factory):
+    topic = topic_factory(kafka_clusters.primary)
+    flow = only(kafka_clusters, topic)  # MM2's defaults: config sync on, every 600 s
+    plan_and_prepare(flow)  # the remote topic exists from here on
+    now_ms = int(time.time() * 1000)
+
+    recent, recent_calls = prepare_counting(flow, configs_synced_ms=now_ms - 5_000)
+    assert recent.config_sync.startswith("not due: synced ") and "every 600 s" in recent.config_sync
+    assert recent.configs_synced_ms is None and "admin describe_configs" not in recent_calls
+
+    due, due_calls = prepare_counting(flow, configs_synced_ms=now_ms - 600_000)
+    assert due.config_sync == "synced" and due.configs_synced_ms is not None and due.configs_synced_ms >= now_ms
+    assert due_calls["admin describe_configs"] == 2, "one call per cluster for every topic of the family"
 
 
 def test_acl_sync_disabled_is_reported(kafka_clusters, topic_factory):

@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import Producer
 
-from mirrorflow.clients import ClientConfigError, _build, client_properties, librdkafka_config
+from mirrorflow.clients import (
+    BOUNDED_READ_WAIT_MS,
+    ClientConfigError,
+    _build,
+    bounded_reader,
+    client_properties,
+    librdkafka_config,
+)
 from mirrorflow.config import parse_config
 
 JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="svc" password="p@ss \\"x\\"";'
@@ -78,3 +85,20 @@ def test_every_flow_client_turns_topic_auto_creation_off_unless_the_user_sets_it
     assert client_properties(chosen, "target", "admin")["allow.auto.create.topics"] == "true"
     assert client_properties(chosen, "target", "producer")["allow.auto.create.topics"] is False
     assert librdkafka_config({"allow.auto.create.topics": "true"}) == {"allow.auto.create.topics": "true"}
+
+
+def test_a_bounded_reader_asks_for_a_short_long_poll_whatever_the_flow_sets() -> None:
+    """A reader that knows its end must not wait out the broker's long poll there (see ``clients.bounded_reader``);
+    the flow's connection settings stay, and the reader's own settings win over the shared ones."""
+    flow = parse_config(
+        "clusters = a, b\na.bootstrap.servers = h1:1\nb.bootstrap.servers = h2:1\na->b.enabled = true\n"
+        "consumer.fetch.wait.max.ms = 2000\nconsumer.enable.partition.eof = false\n"
+    ).flow("a", "b")
+    consumer = client_properties(flow, "target", "consumer")
+    assert consumer["fetch.wait.max.ms"] == "2000"
+    reader = bounded_reader(consumer, **{"isolation.level": "read_committed"})
+    assert reader["fetch.wait.max.ms"] == BOUNDED_READ_WAIT_MS
+    assert reader["enable.partition.eof"] is True and reader["enable.auto.commit"] is False
+    assert reader["bootstrap.servers"] == "h2:1" and reader["isolation.level"] == "read_committed"
+    assert bounded_reader(consumer, **{"fetch.wait.max.ms": 50})["fetch.wait.max.ms"] == 50
+    assert consumer["fetch.wait.max.ms"] == "2000"  # the flow's own properties are left as they were

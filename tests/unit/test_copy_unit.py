@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any, ClassVar
 
 import pytest
@@ -18,6 +19,7 @@ from confluent_kafka import KafkaError, KafkaException
 from mirrorflow.replication import copy
 from mirrorflow.replication.progress import StoredProgress
 from mirrorflow.replication.units import Run, UnitSpec
+from mirrorflow.wire import source_offset_value
 
 
 class FakeMessage:
@@ -68,6 +70,11 @@ class FakeConsumer:
         self.closed = False
         self.low = 0  # the log start: records below it were deleted (a fetch there is out of range)
         self.watermark_asks = 0
+        self.metadata_asks: list[str] = []  # topics whose metadata was asked for (``kept_clients.learn_topic``)
+
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
+        self.metadata_asks.append(topic or "*")
+        return SimpleNamespace(topics={"src": None})
 
     def get_watermark_offsets(self, _tp: Any, *_args: Any, **_kwargs: Any) -> tuple[int, int]:
         self.watermark_asks += 1
@@ -303,6 +310,7 @@ def test_a_unit_copies_in_order_and_pauses_once_it_has_its_last_record(fakes: di
     assert producer.commits == 1
     (consumer,) = fakes["consumers"]
     assert consumer.was_paused
+    assert consumer.metadata_asks == ["src"]  # a kept consumer learns a topic before it is assigned to it
     # Given back unassigned and resumed, kept for the next unit of this process, closed with the kept clients.
     assert (consumer.assigned, consumer.paused, consumer.closed) == ([], False, False)
     copy.close_kept_clients()
@@ -502,7 +510,10 @@ def test_foreign_records_among_a_batch_send_the_span_again_with_a_report_per_rec
     assert producer.aborts == 1  # the first span, once; every later span reported each record
 
 
-def test_units_of_a_process_run_in_threads_and_results_keep_their_order(fakes: dict[str, Any]) -> None:
+def test_units_of_a_process_run_in_threads_and_results_keep_their_order(
+    fakes: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(copy, "KEEP_PRODUCERS", 16)
     specs = [unit(partition=p, transactional_id=f"t{p}") for p in range(20)]
     results = copy.copy_units(specs, threads=4)
     assert [(r.partition, r.status, r.records) for r in results] == [(p, "copied", 25) for p in range(20)]
@@ -513,7 +524,12 @@ def test_units_of_a_process_run_in_threads_and_results_keep_their_order(fakes: d
 def test_a_wave_is_spread_over_tasks_by_its_records_whole_lanes_each() -> None:
     def units(topics: int, partitions: int, records: int) -> list[UnitSpec]:
         return [
-            unit(topic=f"t{t}", partition=p, end=records, transactional_id=copy.transactional_id("f", f"t{t}", p))
+            unit(
+                topic=f"t{t}",
+                partition=p,
+                end=records,
+                transactional_id=copy.transactional_id("f", "default", f"t{t}", p),
+            )
             for t in range(topics)
             for p in range(partitions)
         ]
@@ -529,12 +545,14 @@ def test_a_wave_is_spread_over_tasks_by_its_records_whole_lanes_each() -> None:
     assert [sorted(share) for share in copy.task_shares(wide)] == [list(range(1000))]
     wide_and_big = units(1, 1000, 10_000)
     shares = copy.task_shares(wide_and_big)
-    assert len(shares) == copy.TRANSACTION_SLOTS  # a task per lane: 16 producers for 1,000 partitions
+    assert len(shares) == copy.TRANSACTION_SLOTS  # a task per lane: 64 producers for 1,000 partitions
     assert sorted(i for share in shares for i in share) == list(range(1000))
     assert all(len(lane) == 1 for lane in ids(shares, wide_and_big))  # a lane never spans two tasks
     many = units(50, 4, 100_000)
     shares = copy.task_shares(many)
-    assert len(shares) == copy.TASK_UNITS and {len(s) for s in shares} <= {3, 4}  # bounded, about even
+    assert len(shares) == len(copy.lanes(many)) <= copy.TASK_UNITS  # a family's lanes are its id slots at most
+    assert all(len(lane) == 1 for lane in ids(shares, many))
+    assert len({spec.transactional_id for spec in units(1000, 10, 1)}) == copy.TRANSACTION_SLOTS  # across topics
     resumed = unit(end=300_000, stored=StoredProgress(299_989))  # planned from its stored progress: 10 records
     assert copy.task_shares([resumed, *units(1, 1, 20)]) == [[1, 0]]  # 30 records: one task
     assert copy.task_shares([unit(end=300_000), *units(1, 1, 20)]) == [[0], [1]]  # from offset 0: two
@@ -545,13 +563,15 @@ def test_a_wave_is_spread_over_tasks_by_its_records_whole_lanes_each() -> None:
 def test_units_sharing_a_transactional_id_run_one_after_the_other_on_one_producer_until_their_time_is_up(
     fakes: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    specs = [unit(partition=p, transactional_id=copy.transactional_id("f", "src", p)) for p in (0, 16, 32, 1)]
+    specs = [
+        unit(partition=p, transactional_id=copy.transactional_id("f", "default", "src", p)) for p in (0, 64, 128, 1)
+    ]
     results = copy.copy_units(specs, threads=4)
-    assert [(r.partition, r.status, r.records) for r in results] == [(p, "copied", 25) for p in (0, 16, 32, 1)]
+    assert [(r.partition, r.status, r.records) for r in results] == [(p, "copied", 25) for p in (0, 64, 128, 1)]
     assert [p.inits for p in FakeProducer.made] == [1, 1]  # one producer per lane, reused by its later units
     assert [p.commits for p in FakeProducer.made] == [1, 1]  # small units of a lane share one transaction
     lane = FakeProducer.made[0].log
-    assert [m.partition() for m in lane["src.src"]] == [0] * 25 + [16] * 25 + [32] * 25
+    assert [m.partition() for m in lane["src.src"]] == [0] * 25 + [64] * 25 + [128] * 25
     assert [m.partition() for m in lane["mm2-offsets.src.internal"]] == [0, 0, 0]  # a progress record per unit
     assert fakes["lane_reads"] == 2  # each lane read its units' stored progress once
     monkeypatch.setattr(copy, "UNIT_SECONDS", 0.0)
@@ -559,8 +579,8 @@ def test_units_sharing_a_transactional_id_run_one_after_the_other_on_one_produce
     # The first unit of a lane always runs (a wave moves on); the rest wait for the next wave.
     assert [(r.partition, r.status) for r in results] == [
         (0, "copied"),
-        (16, "deferred"),
-        (32, "deferred"),
+        (64, "deferred"),
+        (128, "deferred"),
         (1, "copied"),
     ]
     assert results[1].position is None and results[1].records == 0
@@ -574,7 +594,7 @@ def test_units_sharing_a_transactional_id_run_one_after_the_other_on_one_produce
 def test_a_lane_reads_its_progress_once_per_producer_and_each_answer_serves_one_read(
     fakes: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    specs = [unit(partition=p, transactional_id=copy.transactional_id("f", "src", p)) for p in (0, 16, 32)]
+    specs = [unit(partition=p, transactional_id=copy.transactional_id("f", "default", "src", p)) for p in (0, 64, 128)]
     single: list[int] = []
     monkeypatch.setattr(copy, "_stored", lambda spec: single.append(spec.partition))
     lane = copy._LaneTransaction()
@@ -584,9 +604,9 @@ def test_a_lane_reads_its_progress_once_per_producer_and_each_answer_serves_one_
     lane.stored(specs[1], first)
     assert (fakes["lane_reads"], single) == (1, [])
     lane.stored(specs[1], first)  # read again (a span copied again): what its own commits stored since, its own read
-    assert (fakes["lane_reads"], single) == (1, [16])
+    assert (fakes["lane_reads"], single) == (1, [64])
     lane.stored(specs[2], second)  # a new producer holds the id now (the one before was fenced): read again
-    assert (fakes["lane_reads"], single) == (2, [16])
+    assert (fakes["lane_reads"], single) == (2, [64])
 
 
 def test_the_source_consumer_reads_ahead_a_bounded_amount_unless_the_flow_says_otherwise(
@@ -626,13 +646,13 @@ def test_a_consumer_batch_of_another_partition_is_refused_and_nothing_of_it_comm
 def test_when_a_lane_transaction_is_aborted_its_earlier_units_fail_retriably_having_committed_nothing(
     fakes: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Units 0 and 16 share a transaction id: unit 0 leaves its span in the open transaction, unit 16 meets a
+    """Units 0 and 64 share a transaction id: unit 0 leaves its span in the open transaction, unit 64 meets a
     record the target refuses, so the transaction is aborted: unit 0 must not claim records it never committed."""
     fakes["values"] = [b"v%d" % i for i in range(10)] + [b"L" * 5000] + [b"w%d" % i for i in range(5)]
     refuse_values_over(monkeypatch, 2000)
     specs = [
-        unit(partition=p, end=end, transactional_id=copy.transactional_id("f", "src", p))
-        for p, end in ((0, 10), (16, 16))
+        unit(partition=p, end=end, transactional_id=copy.transactional_id("f", "default", "src", p))
+        for p, end in ((0, 10), (64, 16))
     ]
     first, second = copy.copy_units(specs)
     assert (first.status, first.records, first.retriable, first.position, first.runs) == ("failed", 0, True, None, [])
@@ -645,8 +665,72 @@ def test_when_a_lane_transaction_is_aborted_its_earlier_units_fail_retriably_hav
 
 
 def test_a_unit_that_committed_before_never_leaves_its_last_span_to_the_lane(fakes: dict[str, Any]) -> None:
-    specs = [unit(partition=p, max_records=10, transactional_id=copy.transactional_id("f", "src", p)) for p in (0, 16)]
+    specs = [
+        unit(partition=p, max_records=10, transactional_id=copy.transactional_id("f", "default", "src", p))
+        for p in (0, 64)
+    ]
     results = copy.copy_units(specs)
     assert [(r.status, r.records) for r in results] == [("copied", 25), ("copied", 25)]
     # 3 transactions each (10 + 10 + 5 records), none shared: a shared one would hold more than max_records.
     assert FakeProducer.made[0].commits == 6
+
+
+def test_a_partitions_transactional_id_is_a_function_of_its_flow_family_topic_and_partition_alone() -> None:
+    ids = [copy.transactional_id("a->b", "orders", "t", p) for p in range(copy.TRANSACTION_SLOTS)]
+    assert len(set(ids)) == copy.TRANSACTION_SLOTS, "a topic's partitions take consecutive slots: no two share one"
+    assert copy.transactional_id("a->b", "orders", "t", copy.TRANSACTION_SLOTS) == ids[0]
+    assert ids == [copy.transactional_id("a->b", "orders", "t", p) for p in range(copy.TRANSACTION_SLOTS)]
+    other_family = copy.transactional_id("a->b", "payments", "t", 0)
+    assert other_family != ids[0] and "|payments|" in other_family, "two families' runs never fence each other"
+
+
+def test_the_spans_a_lane_shares_are_flushed_together_and_stored_before_its_commit(
+    fakes: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    flushes: list[int] = []
+    plain_flush = FakeProducer.flush
+
+    def counted_flush(self: FakeProducer, timeout: float = 0) -> int:
+        flushes.append(len(self.txn))
+        return plain_flush(self, timeout)
+
+    monkeypatch.setattr(FakeProducer, "flush", counted_flush)
+    specs = [unit(partition=p, transactional_id=copy.transactional_id("f", "default", "src", p)) for p in (0, 64, 128)]
+    results = copy.copy_units(specs)
+    assert [(r.status, r.records, r.position) for r in results] == [("copied", 25, 25)] * 3
+    (producer,) = FakeProducer.made
+    assert producer.commits == 1
+    # One flush by the last unit (its commit flushes again): not one per unit.
+    assert len(flushes) == 2, flushes
+    progress = producer.log["mm2-offsets.src.internal"]
+    assert [m.value() for m in progress] == [source_offset_value(24)] * 3, "each unit's progress, in the transaction"
+
+
+def test_a_unit_copied_again_after_a_failure_keeps_a_transaction_of_its_own(fakes: dict[str, Any]) -> None:
+    specs = [
+        unit(partition=p, share_transaction=False, transactional_id=copy.transactional_id("f", "default", "src", p))
+        for p in (0, 64)
+    ]
+    results = copy.copy_units(specs)
+    assert [(r.status, r.records) for r in results] == [("copied", 25), ("copied", 25)]
+    (producer,) = FakeProducer.made
+    assert producer.commits == 2, "a transaction per unit: a refused record fails its own partition alone"
+
+
+def test_an_unexpected_error_in_a_unit_aborts_what_its_lane_left_open(
+    fakes: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plain_store = copy._UnitCopy._store_progress
+
+    def broken_for_128(self: Any, position: int, producer: Any) -> Any:
+        if self.spec.partition == 128:
+            raise RuntimeError("a bug")
+        return plain_store(self, position, producer)
+
+    monkeypatch.setattr(copy._UnitCopy, "_store_progress", broken_for_128)
+    specs = [unit(partition=p, transactional_id=copy.transactional_id("f", "default", "src", p)) for p in (0, 64, 128)]
+    results = copy.copy_units(specs)
+    assert [(r.status, r.records, r.retriable) for r in results[:2]] == [("failed", 0, True)] * 2
+    assert (results[2].status, results[2].error) == ("failed", "RuntimeError: a bug")
+    (producer,) = FakeProducer.made
+    assert producer.commits == 0 and producer.aborts >= 1, "records without their progress must never commit"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -73,3 +74,31 @@ def test_a_lent_consumer_comes_back_unassigned_and_resumed_or_is_closed_after_a_
     assert consumer.closed and len(kept_clients.CONSUMERS) == 1
     kept_clients.close_kept_consumers()
     assert made[1].closed and len(kept_clients.CONSUMERS) == 0
+
+
+class MetadataConsumer:
+    """Answers metadata requests from a fixed topic list and counts them."""
+
+    def __init__(self, topics: set[str]) -> None:
+        self.topics, self.asked, self.closed = topics, [], False
+
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> SimpleNamespace:
+        self.asked.append(topic or "*")
+        return SimpleNamespace(topics={t: None for t in self.topics if topic in (None, t)})
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_consumer_asks_for_a_topics_metadata_once_a_while(monkeypatch: pytest.MonkeyPatch) -> None:
+    consumer = MetadataConsumer({"a", "b"})
+    for topic in ("a", "b", "a"):
+        kept_clients.learn_topic(consumer, topic, 5)
+    assert consumer.asked == ["a", "b"], "one request per topic it meets, not per assignment"
+    monkeypatch.setattr(kept_clients, "KNOWN_TOPIC_S", 0.0)
+    kept_clients.learn_topic(consumer, "a", 5)
+    assert consumer.asked == ["a", "b", "a"], "asked again once the cached metadata may be gone"
+    monkeypatch.setattr(kept_clients, "KNOWN_TOPIC_S", 60.0)
+    kept_clients.close_consumer(consumer)
+    kept_clients.learn_topic(consumer, "b", 5)
+    assert consumer.asked == ["a", "b", "a", "b"], "a closed consumer's knowledge is forgotten"

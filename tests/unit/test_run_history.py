@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from mirrorflow.replication.history import LOSS_EVENTS_KEPT, RunRecord, last_acl_sync, parse_history, run_summary
+from mirrorflow.replication.history import LOSS_EVENTS_KEPT, RunRecord, last_sync, parse_history, run_summary
 
 
 def part(topic: str, number: int, records: int, lag: int, lag_s: float | None, status: str = "copied") -> dict:
@@ -128,11 +128,11 @@ def test_the_last_acl_sync_is_the_newest_of_the_runs_that_covered_the_scope() ->
         lease("h5", "release", 140, run={"acls_synced_ms": "3500"}),  # not a number: ignored
     ]
     history = parse_history(records, "a->b")
-    assert last_acl_sync(history, ["orders"]) == 2_000, "a run over every family synced the family's ACLs too"
-    assert last_acl_sync(history, ["payments"]) == 3_000
-    assert last_acl_sync(history, ["*"]) == 2_000, "a one-family run never synced every family's ACLs"
-    assert last_acl_sync(history, ["orders", "payments"]) == 2_000
-    assert last_acl_sync([], ["orders"]) is None
+    assert last_sync(history, ["orders"]) == 2_000, "a run over every family synced the family's ACLs too"
+    assert last_sync(history, ["payments"]) == 3_000
+    assert last_sync(history, ["*"]) == 2_000, "a one-family run never synced every family's ACLs"
+    assert last_sync(history, ["orders", "payments"]) == 2_000
+    assert last_sync([], ["orders"]) is None
 
 
 def test_the_summary_carries_the_last_acl_sync_only_when_known() -> None:

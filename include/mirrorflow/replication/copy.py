@@ -43,6 +43,7 @@ import itertools
 import os
 import threading
 import time
+import zlib
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -50,8 +51,9 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from ..clients import BOUNDED_READER
 from ..wire import CopiedRun, OffsetSync, source_offset_value
-from .kept_clients import KeptClients, client_key, close_kept_consumers, lent_consumer
+from .kept_clients import KeptClients, client_key, close_kept_consumers, learn_topic, lent_consumer
 from .progress import StoredProgress, fingerprint, progress_since, progress_since_many, read_stored_progress
 from .units import LossEvent, Run, UnitResult, UnitSpec
 
@@ -113,19 +115,19 @@ broker that answers them at once (the embedded test broker). Measured on 400,000
 -> 21-28 us in-process and 40 -> 35 us on Spark Connect, the copier's own share included. A call costs the same for
 one record as for thousands, so 200 calls instead of 20 per million records are nothing (issue 11)."""
 
-KEEP_PRODUCERS = 16
-"""Idle record producers kept per process (least recently used dropped first): each holds connections and a
-few librdkafka threads."""
+KEEP_PRODUCERS = 64
+"""Idle record producers kept per process, as many as a family's ``TRANSACTION_SLOTS`` (least recently used dropped
+first): each holds connections and a few librdkafka threads."""
 
-TRANSACTION_SLOTS = 16
-"""Exactly-once: the partitions of a topic share this many ``transactional.id``s, partition p that of p mod 16, so a
-process copying many partitions of a topic makes (and fences with ``init_transactions``) 16 transactional
-producers, not one per partition, and its later units reuse them (``KEEP_PRODUCERS``). Fencing is unchanged: every
-copy of partition p, by any run, retry or zombie, uses the same id, so the newest holder fences all the others.
-Partitions 0-15 keep the ids they always had. Units that share an id run one after the other in one thread of one
-task (``lanes``): two at once would fence each other. Measured on 1,000 partitions with 10 new records each
-(issue 11): a new producer's connection, ``init_transactions`` and first metadata cost about 55 ms of a thread per
-unit."""
+TRANSACTION_SLOTS = 64
+"""Exactly-once: the partitions of a family share this many ``transactional.id``s (``transactional_id``), as an MM2
+task's partitions share its one producer, so a run over 10,000 partitions makes (and fences with
+``init_transactions``) at most this many transactional producers, not one per partition, and its later units reuse
+them (``KEEP_PRODUCERS``). A topic's partitions take consecutive slots from a point its name gives, so the partitions
+of one topic do not share an id until it has more partitions than there are slots. Fencing is unchanged: every copy
+of a partition, by any run, retry or zombie, uses the same id, so the newest holder fences all the others. The family
+is part of the id because runs of two families of a flow may run at once and must not fence each other. Units that
+share an id run one after the other in one thread of one task (``lanes``): two at once would fence each other."""
 
 PROBE_AFTER_IDLE_S = 1.0
 """A kept transactional producer idle this long (kept by an earlier wave or run) first sends one record and waits
@@ -213,9 +215,11 @@ def is_retriable(error: object) -> bool:
     return bool(error.retriable()) or error.code() in _TRANSIENT
 
 
-def transactional_id(flow: str, topic: str, partition: int) -> str:
-    """The ``transactional.id`` of every exactly-once copy of ``topic[partition]`` (see ``TRANSACTION_SLOTS``)."""
-    return f"mirrorflow|{flow}|{topic}|{partition % TRANSACTION_SLOTS}"
+def transactional_id(flow: str, family: str, topic: str, partition: int) -> str:
+    """The ``transactional.id`` of every exactly-once copy of ``topic[partition]`` of ``family`` (see
+    ``TRANSACTION_SLOTS``): a function of these alone, so every run, retry and zombie of a partition agrees on it."""
+    slot = (zlib.crc32(topic.encode()) + partition) % TRANSACTION_SLOTS
+    return f"mirrorflow|{flow}|{family}|{slot}"
 
 
 def copy_unit(
@@ -263,6 +267,7 @@ class _LaneTransaction:
         self.records = 0
         self.bytes = 0
         self.pending: list[_UnitCopy] = []  # units whose last span is in the open transaction
+        self.left: list[tuple[_UnitCopy, int]] = []  # pending units whose progress is not stored yet, and its end
         self.source_syncs: list[tuple[UnitSpec, list[OffsetSync]]] = []
         self.specs: list[UnitSpec] = []  # the lane's units (``copy_units``)
         self.known: dict[tuple[str, int], StoredProgress | None] = {}  # progress read for the units still to come
@@ -295,6 +300,29 @@ class _LaneTransaction:
         self.bytes += size
         self.pending.append(unit)
 
+    def leave(self, unit: _UnitCopy, position: int) -> None:
+        """``unit`` leaves its last span, up to ``position``, to the lane unflushed: ``store_left`` stores it."""
+        self.hand_over(unit, unit.key, len(unit.sent_offsets), unit.sent_bytes)
+        self.left.append((unit, position))
+
+    def store_left(self) -> None:
+        """Store the progress of the spans left to the lane (``leave``) in the open transaction, once the lane's
+        producer was flushed: one flush for all of them rather than one per unit, which was a unit's largest cost at
+        10,000 partitions. A span whose records failed fails the whole transaction: raised as the unit's failure,
+        retriable (every pending unit is copied again, each with a transaction of its own, see ``share_transaction``).
+        """
+        left, self.left = self.left, []
+        assert self.producer is not None or not left
+        for unit, position in left:
+            try:
+                runs, syncs = unit._store_progress(position, self.producer)
+            except (UnitFailed, _PerRecordReports) as exc:
+                where = f"{unit.spec.topic}[{unit.spec.partition}]"
+                raise UnitFailed(f"the transaction it shared with {where} failed: {exc}", retriable=True) from None
+            if unit.spec.emit_syncs and not unit.spec.syncs_on_target:
+                self.source_syncs.append((unit.spec, syncs))
+            unit._committed(position, runs, len(syncs) if unit.spec.emit_syncs else 0)  # provisional until the commit
+
     def has_room(self, spec: UnitSpec, records: int, size: int) -> bool:
         return self.records + records < spec.max_records and self.bytes + size < spec.max_bytes
 
@@ -317,12 +345,15 @@ class _LaneTransaction:
             return
         started = time.monotonic()
         try:
+            producer.flush(timeout)
+            self.store_left()
             producer.commit_transaction(timeout)
-        except KafkaException as exc:
+        except (KafkaException, UnitFailed, _Fenced) as exc:
             with contextlib.suppress(KafkaException):
                 producer.abort_transaction(min(timeout, 30))
-            error = exc.args[0] if exc.args else exc
-            self.aborted(f"the transaction this unit shared with later units of its lane failed: {kafka_words(error)}")
+            error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else exc
+            why = kafka_words(error) if not isinstance(exc, _Fenced) else "fenced by a newer producer of its id"
+            self.aborted(f"the transaction this unit shared with later units of its lane failed: {why}")
             _let_go(producer)
             return
         pending, key = self.pending, self.key  # before ``committed`` clears them
@@ -335,7 +366,7 @@ class _LaneTransaction:
     def _clear(self) -> None:
         """Forget the open transaction (the progress read for the units still to come stays)."""
         self.producer, self.key, self.records, self.bytes = None, "", 0, 0
-        self.pending, self.source_syncs = [], []
+        self.pending, self.source_syncs, self.left = [], [], []
 
 
 def copy_units(specs: Sequence[UnitSpec], threads: int | None = None) -> list[UnitResult]:
@@ -606,7 +637,7 @@ class _UnitCopy:
         self.reused = False  # it did
         self.probe = False  # it had been idle long enough to check first that it still owns its id
         self.lane = lane if spec.delivery == "exactly-once" else None
-        self.may_defer = may_defer and self.lane is not None
+        self.may_defer = may_defer and self.lane is not None and spec.share_transaction
         self.in_transaction = False  # a transaction of its producer is open (begun here, or left open by the lane)
         self.key = ""  # its producer's configuration (``kept_clients.client_key``)
         self.producer_broken = False  # fenced, or failed in a way that leaves the producer unusable
@@ -664,6 +695,11 @@ class _UnitCopy:
         except TimeoutError as exc:
             return self.ended("failed", str(exc), retriable=True)
         except Exception as exc:  # noqa: BLE001 - reported per partition in the run report
+            if self.in_transaction:
+                # Whatever went wrong, nothing of the open transaction may commit: the lane would commit it at its
+                # end, records without their progress (copied again by the next run: duplicates).
+                with contextlib.suppress(Exception):
+                    self._abort()
             return self.ended("failed", f"{type(exc).__name__}: {exc}")
 
     def run(self) -> None:
@@ -785,6 +821,7 @@ class _UnitCopy:
         if result.start is None:  # a span copied again (``_PerRecordReports``) keeps the unit's first start
             result.start = start
         with lent_consumer(_source_config(spec), lambda: _source_consumer(spec)) as consumer:
+            learn_topic(consumer, spec.topic, spec.timeout_s)
             log_start = spec.log_start
             if log_start < 0 or start < log_start:
                 # Unknown, or records were lost: the broker's log start now (a loss names what is gone by now).
@@ -1102,34 +1139,13 @@ class _UnitCopy:
         """Store progress up to ``position`` (exclusive) once every record before it is acknowledged.
 
         Exactly-once: progress (and syncs on the target) go into the open transaction, which commits here, or, for
-        the ``last`` span of a unit that may leave it to its lane, later (``_LaneTransaction``).
-        At-least-once: records are flushed first, then progress is written and flushed.
+        the ``last`` span of a unit that may leave it to its lane, later (``_LaneTransaction``): such a span is not
+        even flushed here; the lane stores its progress after the next flush of the lane's producer, with the other
+        spans left to it. At-least-once: records are flushed first, then progress is written and flushed.
         """
         spec, producer = self.spec, self.producer
         assert producer is not None
         started = time.monotonic()
-        producer.flush(spec.timeout_s)
-        downstream = self._landed()
-        _maybe_fail(spec, "before-progress", self.sent_total, producer)
-        runs = _runs(self.sent_offsets, downstream)
-        syncs = offset_syncs(spec, runs, previous_upstream=self.previous)
-        if downstream:
-            self.target_next = downstream[-1] + 1
-        if self.last_message is not None:
-            self.source_last = fingerprint(self.last_message)
-        progress = StoredProgress(
-            position - 1, spec.source_topic_id, spec.target_topic_id, self.target_next, self.source_last
-        )
-        producer.produce(
-            spec.progress_topic,
-            key=spec.progress_key,
-            value=source_offset_value(position - 1),
-            partition=spec.progress_partition,
-            headers=progress.headers(),
-            on_delivery=functools.partial(_control_delivered, self.errors, position - 1),
-        )
-        if spec.emit_syncs and spec.syncs_on_target:
-            _produce_syncs(producer, spec.syncs_topic, syncs)
         lane = self.lane
         if (
             last
@@ -1139,12 +1155,13 @@ class _UnitCopy:
             and lane.has_room(spec, len(self.sent_offsets), self.sent_bytes)
         ):
             _maybe_fail(spec, "before-commit", self.sent_total, producer)
-            lane.hand_over(self, self.key, len(self.sent_offsets), self.sent_bytes)
-            if spec.emit_syncs and not spec.syncs_on_target:
-                lane.source_syncs.append((spec, syncs))
-            self._committed(position, runs, len(syncs) if spec.emit_syncs else 0)  # provisional until the commit
+            lane.leave(self, position)  # its progress is stored, provisionally, after the lane's next flush
             self.result.commit_seconds = round(self.result.commit_seconds + time.monotonic() - started, 3)
             return
+        producer.flush(spec.timeout_s)
+        if lane is not None:
+            lane.store_left()  # the flush above delivered the spans the lane's earlier units left to it too
+        runs, syncs = self._store_progress(position, producer)
         if self.exactly_once:
             _maybe_fail(spec, "before-commit", self.sent_total, producer)
             try:
@@ -1166,6 +1183,34 @@ class _UnitCopy:
             syncs = []
         self._committed(position, runs, len(syncs) if spec.emit_syncs else 0)
         self.result.commit_seconds = round(self.result.commit_seconds + time.monotonic() - started, 3)
+
+    def _store_progress(self, position: int, producer: Producer) -> tuple[list[Run], list[OffsetSync]]:
+        """Produce, with ``producer``, the progress record up to ``position`` (and the offset syncs, when they live on
+        the target) for the records sent since the last checkpoint, every one of them reported; the runs they landed
+        in and the syncs."""
+        spec = self.spec
+        downstream = self._landed()
+        _maybe_fail(spec, "before-progress", self.sent_total, producer)
+        runs = _runs(self.sent_offsets, downstream)
+        syncs = offset_syncs(spec, runs, previous_upstream=self.previous)
+        if downstream:
+            self.target_next = downstream[-1] + 1
+        if self.last_message is not None:
+            self.source_last = fingerprint(self.last_message)
+        progress = StoredProgress(
+            position - 1, spec.source_topic_id, spec.target_topic_id, self.target_next, self.source_last
+        )
+        producer.produce(
+            spec.progress_topic,
+            key=spec.progress_key,
+            value=source_offset_value(position - 1),
+            partition=spec.progress_partition,
+            headers=progress.headers(),
+            on_delivery=functools.partial(_control_delivered, self.errors, position - 1),
+        )
+        if spec.emit_syncs and spec.syncs_on_target:
+            _produce_syncs(producer, spec.syncs_topic, syncs)
+        return runs, syncs
 
     def _landed(self) -> list[int]:
         """Target offsets of the records sent since the last checkpoint, in send order (all of them reported)."""
@@ -1332,14 +1377,14 @@ def _produce_syncs(producer: Producer, topic: str, syncs: list[OffsetSync]) -> N
 
 
 def _source_config(spec: UnitSpec, **overrides: Any) -> dict[str, Any]:
-    """A consumer of the source partition that reports end of partition and never resets silently:
-    an out-of-range position (retention deleted records) surfaces as an error, hence as a loss event."""
+    """A bounded reader of the source partition (``clients.bounded_reader``: it reports the end of the partition and
+    never waits out a long poll there) that never resets silently: an out-of-range position (retention deleted
+    records) surfaces as an error, hence as a loss event."""
     return {
         "receive.message.max.bytes": _RECEIVE_MAX,
         **CONSUMER_DEFAULTS,
         **spec.source_consumer,
-        "enable.partition.eof": True,
-        "enable.auto.commit": False,
+        **BOUNDED_READER,
         "auto.offset.reset": "error",
         **overrides,
     }

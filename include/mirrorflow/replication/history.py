@@ -26,6 +26,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from ..clients import bounded_reader
 from .lock import ALL_FAMILIES, LOCK_TOPIC, connection_settings
 
 log = logging.getLogger(__name__)
@@ -95,15 +96,18 @@ def run_summary(
     family_of: Callable[[str], str],
     crashed: bool = False,
     acls_synced_ms: int | None = None,
+    configs_synced_ms: int | None = None,
 ) -> dict[str, Any]:
     """The ``"run"`` value of a release record, from a run report's ``to_dict()`` (pure: unit-tested).
 
     ``family_of`` names a source topic's family (the flow's ``family_of``); ``seconds`` is the run's time up to
-    its release; ``acls_synced_ms``, when the holder last synced the scope's topic ACLs (``last_acl_sync``).
+    its release; ``acls_synced_ms`` and ``configs_synced_ms``, when the holder last synced the scope's topic ACLs
+    and topic configs (``last_sync``).
     """
     partitions = report.get("partitions") or []
     losses = list(report.get("loss_events") or [])
-    acls = {} if acls_synced_ms is None else {"acls_synced_ms": int(acls_synced_ms)}
+    synced = {"acls_synced_ms": acls_synced_ms, "configs_synced_ms": configs_synced_ms}
+    syncs = {key: int(value) for key, value in synced.items() if value is not None}
     return {
         "started_ms": int(started_ms),
         "seconds": round(float(seconds), 3),
@@ -116,21 +120,20 @@ def run_summary(
         "families": _family_totals(partitions, family_of),
         "loss_events": [dict(e) for e in losses[:LOSS_EVENTS_KEPT]],
         "loss_events_total": len(losses),
-        **acls,
+        **syncs,
     }
 
 
-def last_acl_sync(runs: Iterable[RunRecord], scope: Iterable[str]) -> int | None:
-    """When a run whose scope covers all of ``scope`` last synced topic ACLs (ms since the epoch), or None.
+def last_sync(runs: Iterable[RunRecord], scope: Iterable[str], key: str = "acls_synced_ms") -> int | None:
+    """When a run whose scope covers all of ``scope`` last did a periodic sync (ms since the epoch), or None: topic
+    ACLs (``key`` ``acls_synced_ms``) or topic configs (``configs_synced_ms``).
 
     A run over every family covers each family; a one-family run does not cover a run over all of them, whose
     topics it never looked at. The time is the syncing host's clock: skew only shifts MM2's timer a little.
     """
     scope = tuple(scope)
     times = [
-        int(r.run["acls_synced_ms"])
-        for r in runs
-        if isinstance(r.run.get("acls_synced_ms"), int) and all(r.covers(family) for family in scope)
+        int(r.run[key]) for r in runs if isinstance(r.run.get(key), int) and all(r.covers(family) for family in scope)
     ]
     return max(times, default=None)
 
@@ -164,18 +167,17 @@ def parse_history(records: Iterable[tuple[bytes | None, bytes | None, int]], flo
 
 
 def _consumer(consumer_config: Mapping[str, Any]) -> Consumer:
-    """A consumer of the lock topic with the connection settings of ``consumer_config`` and nothing else."""
+    """A bounded reader of the lock topic with the connection settings of ``consumer_config`` and nothing else."""
     return Consumer(
-        {
-            **connection_settings(dict(consumer_config)),
-            "group.id": "mirrorflow-locks",  # required by librdkafka; assign() only, never joined or committed
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "enable.partition.eof": True,
-            "auto.offset.reset": "earliest",  # the first offset expired meanwhile: the oldest left, never the end
-            "allow.auto.create.topics": False,
-            "fetch.wait.max.ms": 100,
-        }
+        bounded_reader(
+            connection_settings(dict(consumer_config)),
+            **{
+                "group.id": "mirrorflow-locks",  # required by librdkafka; assign() only, never joined or committed
+                "enable.auto.offset.store": False,
+                "auto.offset.reset": "earliest",  # the first offset expired meanwhile: the oldest left, never the end
+                "allow.auto.create.topics": False,
+            },
+        )
     )
 
 
@@ -239,7 +241,7 @@ def read_run_history(consumer_config: dict[str, Any], flow: str, since_ms: int, 
 __all__ = [
     "HistoryError",
     "RunRecord",
-    "last_acl_sync",
+    "last_sync",
     "parse_history",
     "read_run_history",
     "run_result",

@@ -24,6 +24,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicCollection, TopicPartition
 
+from ..clients import bounded_reader
 from ..kafka_calls import note
 from .progress import StoredProgress, fingerprint
 from .units import Reset, ResetEvent
@@ -64,15 +65,15 @@ def fingerprints_now(
         return found
     note("new consumer")
     consumer = Consumer(
-        {
-            **consumer_config,
-            "isolation.level": "read_uncommitted",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "auto.offset.reset": "error",
-            "fetch.max.bytes": 1 << 20,
-            "max.partition.fetch.bytes": 1 << 16,
-        }
+        bounded_reader(
+            consumer_config,
+            **{
+                "isolation.level": "read_uncommitted",
+                "auto.offset.reset": "error",
+                "fetch.max.bytes": 1 << 20,
+                "max.partition.fetch.bytes": 1 << 16,
+            },
+        )
     )
     try:
         consumer.assign([TopicPartition(topic, partition, offset) for (topic, partition), offset in wanted.items()])

@@ -90,8 +90,17 @@ KEEP_CONSUMERS = 16
 """Idle consumers kept per process: a source consumer and a progress reader for each of ``copy.UNIT_THREADS``."""
 
 
+_KNOWN_TOPICS: dict[int, dict[str, float]] = {}
+"""When each consumer (by ``id``) last asked for a topic's metadata (``learn_topic``); ``close_consumer`` forgets."""
+
+KNOWN_TOPIC_S = 60.0
+"""How long a consumer's metadata of a topic is taken as known (``learn_topic``): well within librdkafka's
+``metadata.max.age.ms`` (15 minutes), after which a topic's cached metadata may be gone."""
+
+
 def close_consumer(consumer: Any) -> None:
     """Close a consumer, whatever state a failure left it in."""
+    _KNOWN_TOPICS.pop(id(consumer), None)
     with contextlib.suppress(KafkaException, RuntimeError):
         consumer.close()
 
@@ -126,6 +135,23 @@ def lent_consumer(config: dict[str, Any], make: Callable[[], Any] | None = None)
         close_consumer(consumer)
         return
     CONSUMERS.keep(key, consumer)
+
+
+def learn_topic(consumer: Any, topic: str, timeout: float) -> None:
+    """Make sure ``consumer`` knows where ``topic``'s partitions are before it is assigned one of them.
+
+    Why: librdkafka asks for the metadata of a topic its consumer has not seen only at its next topic scan, once a
+    second, so a kept consumer re-assigned to another topic waited about 1 s before its first fetch, per unit (a
+    new consumer does not: its first metadata request covers the topic). One metadata request for the topic, once
+    per ``KNOWN_TOPIC_S`` per consumer, makes the assignment fetch at once. Only the topic's: a whole cluster's
+    metadata, turned into Python objects, cost more CPU than the units it served at 10,000 partitions. A cluster that
+    does not answer raises ``KafkaException`` (retriable).
+    """
+    known = _KNOWN_TOPICS.setdefault(id(consumer), {})
+    now = time.monotonic()
+    if now - known.get(topic, -KNOWN_TOPIC_S) >= KNOWN_TOPIC_S:
+        consumer.list_topics(topic, timeout=timeout)
+        known[topic] = now
 
 
 def close_kept_consumers() -> None:

@@ -56,6 +56,7 @@ from typing import Any, Self, TypeVar
 from confluent_kafka import TIMESTAMP_CREATE_TIME, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from ..clients import bounded_reader
 from ..kafka_calls import CountingAdmin, note
 
 log = logging.getLogger(__name__)
@@ -249,6 +250,7 @@ class FamilyLock:
         # When the holder last synced topic ACLs (ms since the epoch), kept across the batches of a continuous run
         # and written into the release's summary; None until known.
         self.acls_synced_ms: int | None = None
+        self.configs_synced_ms: int | None = None  # the same for topic configs
 
     @property
     def name(self) -> str:
@@ -371,15 +373,15 @@ class FamilyLock:
         """(key, value, timestamp) from the first record at or after ``from_timestamp`` up to offset ``up_to``."""
         note("new consumer")
         consumer = Consumer(
-            {
-                **self.connection,
-                "group.id": "mirrorflow-locks",  # required by librdkafka; assign() only, never joined or committed
-                "enable.auto.commit": False,
-                "enable.auto.offset.store": False,
-                "auto.offset.reset": "earliest",
-                "fetch.wait.max.ms": 100,
-                "error_cb": self._note,
-            }
+            bounded_reader(
+                self.connection,
+                **{
+                    "group.id": "mirrorflow-locks",  # required by librdkafka; assign() only, never joined or committed
+                    "enable.auto.offset.store": False,
+                    "auto.offset.reset": "earliest",
+                    "error_cb": self._note,
+                },
+            )
         )
         try:
             remaining = max(0.1, deadline - time.monotonic())

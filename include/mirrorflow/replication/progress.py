@@ -17,6 +17,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from ..clients import bounded_reader
 from ..kafka_calls import note
 from ..wire import decode_source_offset_key, decode_source_offset_value, java_partition, source_offset_key
 from .kept_clients import lent_consumer
@@ -36,13 +37,9 @@ def progress_location(source_alias: str, topic: str, partition: int, num_partiti
 
 
 def _committed_config(consumer_config: dict[str, Any]) -> dict[str, Any]:
-    """A consumer of committed records only, that reports the end of each partition (assign() only)."""
-    return {
-        **consumer_config,
-        "isolation.level": "read_committed",
-        "enable.auto.commit": False,
-        "enable.partition.eof": True,
-    }
+    """A bounded reader (``clients.bounded_reader``: reports the end of each partition, no long poll there) of
+    committed records only."""
+    return bounded_reader(consumer_config, **{"isolation.level": "read_committed"})
 
 
 def _committed_reader(consumer_config: dict[str, Any]) -> Consumer:
@@ -310,7 +307,7 @@ def read_tail(
     For the newest state in a compacted internal topic (heartbeats, checkpoints) without reading all of it.
     """
     note("new consumer")
-    consumer = Consumer({**consumer_config, "enable.auto.commit": False, "enable.partition.eof": True})
+    consumer = Consumer(bounded_reader(consumer_config))
     try:
         try:
             low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)

@@ -15,7 +15,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -27,10 +27,11 @@ from .. import clients, kafka_calls, topics
 from ..alerts import WEBHOOK_KEY, send_run_events
 from ..config.model import FlowConfig, MirrorConfig, parse_duration
 from ..internal_topics import InternalTopic, ensure_internal_topic
+from ..offset_lookup import list_offsets
 from . import stop_signal
 from .copy import is_retriable, kafka_words, transactional_id
 from .executor import UnitExecutor
-from .history import last_acl_sync, parse_history, run_summary
+from .history import last_sync, parse_history, run_summary
 from .incarnation import PartitionNow, fingerprint_offset, fingerprints_now, plan_reset, topic_ids
 from .lock import FamilyLock, LockError
 from .progress import StoredProgress, progress_location, progress_topic, read_stored_progress
@@ -112,7 +113,9 @@ class RunReport:
         return max((p.lag_seconds or 0.0 for p in self.partitions), default=0.0)
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        # ``PartitionReport`` holds plain values only: a copy of its fields is what ``asdict`` would make, without
+        # its recursion, which cost more than a scheduled run's plan at 10,000 partitions.
+        data = {**asdict(replace(self, partitions=[])), "partitions": [dict(vars(p)) for p in self.partitions]}
         data["ok"], data["records"], data["lag"] = self.ok, self.records, self.lag
         data["max_lag_seconds"] = self.max_lag_seconds
         return data
@@ -181,9 +184,7 @@ def _offsets(
         return {}
 
     def ask() -> dict[tuple[str, int], int]:
-        futures = admin.list_offsets(
-            {tp: spec for tp in partitions}, isolation_level=isolation, request_timeout=timeout
-        )
+        futures = list_offsets(admin, partitions, spec, isolation, timeout)
         return {(tp.topic, tp.partition): f.result(timeout).offset for tp, f in futures.items()}
 
     names = sorted({tp.topic for tp in partitions})
@@ -216,6 +217,8 @@ class _Run:
         self.progress_reached: dict[int, int] = {}  # where that read ended, per progress partition
         self.log_starts: dict[tuple[str, int], int] = {}  # the source's log starts when the run planned
         self.truncated: set[tuple[str, int]] = set()  # partitions whose units met deleted records: they ask again
+        self.retried: set[tuple[str, int]] = set()  # partitions with a failed attempt: copied in their own transactions
+        self.topic_families: dict[str, str] = {}  # a run over every family: each topic's family (``_family_of``)
 
     def internal_topics(self, report: RunReport) -> tuple[int, str, bool]:
         """Create the progress and offset-syncs topics if missing; return what units need to know.
@@ -261,10 +264,12 @@ class _Run:
                 self.target_admin,
                 self.only_topics,
                 self.timeout,
-                acls_synced_ms=_acls_synced_ms(flow, lock),
+                **_last_syncs(flow, lock),
             )
             if prepared.acls_synced_ms is not None:  # for the whole family, even when copying only some topics
                 lock.acls_synced_ms = prepared.acls_synced_ms
+            if prepared.configs_synced_ms is not None:
+                lock.configs_synced_ms = prepared.configs_synced_ms
             report.preparation = prepared.to_dict()
             for topic, error in prepared.errors.items():
                 report.errors.append(f"{topic}: {error}")
@@ -334,7 +339,7 @@ class _Run:
         self.stored, self.progress_reached = stored, reached
         latest = flow.client_config("source", "consumer").get("auto.offset.reset") == "latest"
         remote = {p.source_topic: p.remote_topic for p in plans}
-        self._check_incarnations(report, remote, tps, stored, starts)
+        self._check_incarnations(report, remote, tps, stored, starts, ends)
         self.log_starts = starts
         by_tp: dict[tuple[str, int], PartitionReport] = {}
         for tp in tps:
@@ -416,6 +421,7 @@ class _Run:
         tps: list[TopicPartition],
         stored: dict[tuple[str, int], Any],
         starts: dict[tuple[str, int], int],
+        ends: dict[tuple[str, int], int],
     ) -> None:
         """Find partitions whose stored progress belongs to another incarnation of the source or remote topic."""
         self.source_ids = topic_ids(self.source_admin, list(remote), self.timeout)
@@ -427,7 +433,7 @@ class _Run:
         source_hw = _offsets(self.source_admin, known, OffsetSpec.latest(), uncommitted, self.timeout)
         remote_tps = [TopicPartition(remote[tp.topic], tp.partition) for tp in known]
         target_hw = _offsets(self.target_admin, remote_tps, OffsetSpec.latest(), uncommitted, self.timeout)
-        fingerprints = self._fingerprints(known, stored, starts)
+        fingerprints = self._fingerprints(known, stored, starts, ends)
         for tp in known:
             key = (tp.topic, tp.partition)
             now = PartitionNow(
@@ -451,15 +457,23 @@ class _Run:
                 self.resets[key] = reset
 
     def _fingerprints(
-        self, known: list[TopicPartition], stored: dict[tuple[str, int], Any], starts: dict[tuple[str, int], int]
+        self,
+        known: list[TopicPartition],
+        stored: dict[tuple[str, int], Any],
+        starts: dict[tuple[str, int], int],
+        ends: dict[tuple[str, int], int],
     ) -> dict[tuple[str, int], str | None]:
-        """Records now at the last copied offsets, where topic ids cannot tell incarnations apart."""
+        """Records now at the last copied offsets, where topic ids cannot tell incarnations apart, of the partitions
+        this run would copy from their stored progress. A partition with nothing new copies nothing, so a new
+        incarnation there can wait for the run that has records to copy, which reads its fingerprint: a scheduled
+        run with nothing new reads no record (one per partition was most of its plan at 10,000 partitions)."""
         wanted = {}
         for tp in known:
             key = (tp.topic, tp.partition)
             offset = fingerprint_offset(stored[key].source_last)
             ids_known = stored[key].source_topic_id and self.source_ids.get(tp.topic)
-            if offset is not None and not ids_known and starts[key] <= offset:
+            pending = ends[key] > stored[key].offset + 1
+            if offset is not None and not ids_known and starts[key] <= offset and pending:
                 wanted[key] = offset
         source_consumer = clients.client_properties(self.flow, "source", "consumer")
         return fingerprints_now(source_consumer, wanted, self.timeout)
@@ -468,6 +482,7 @@ class _Run:
         """True when a transiently failed unit is to run again (what it committed still counts)."""
         if result.status != "failed" or not result.retriable or time.monotonic() >= until:
             return False
+        self.retried.add((part.topic, part.partition))
         part.retries += 1
         self._count(part, result)
         log.warning(
@@ -511,7 +526,7 @@ class _Run:
             partition=part.partition,
             end=end,
             default_start=part.start,
-            transactional_id=transactional_id(self.flow.name, part.topic, part.partition),
+            transactional_id=transactional_id(self.flow.name, self._family_of(part.topic), part.topic, part.partition),
             progress_partition=partition,
             progress_key=key,
             source_topic_id=self.source_ids.get(part.topic),
@@ -520,8 +535,18 @@ class _Run:
             stored=self.stored.get(where),
             progress_from=self.progress_reached.get(partition, -1),
             log_start=-1 if where in self.truncated else self.log_starts.get(where, -1),
+            share_transaction=where not in self.retried,
             **common,
         )
+
+    def _family_of(self, topic: str) -> str:
+        """The family ``topic`` is copied under (its transactional ids are the family's, see ``copy``)."""
+        if self.family is not None:
+            return self.family
+        name = self.topic_families.get(topic)
+        if name is None:
+            name = self.topic_families[topic] = self.flow.family_of(topic).name
+        return name
 
     def _count(self, part: PartitionReport, result: UnitResult) -> None:
         """Add what a unit committed, so the report counts each record copied once.
@@ -602,24 +627,35 @@ def family_lock(flow: FlowConfig, family: str | None, timeout: float = 60.0) -> 
     """The lease on what a run copies: one family of the flow, or every family (``*``) when ``family`` is None,
     so a run over all topics and a one-family run exclude each other. ``timeout`` bounds the wait for a target
     that is not ready yet (see ``lock.py``). The claim reads back one ACL sync interval of run history (and a
-    minute for the syncing run's length), so that a sync that is not due yet is always in what it read."""
-    acl_interval = flow.get_int("sync.topic.acls.interval.seconds") if flow.get_bool("sync.topic.acls.enabled") else 0
+    minute for the syncing run's length), so that a sync that is not due yet is always in what it read; the same for
+    topic configs."""
+    intervals = [
+        flow.get_int(f"sync.topic.{kind}.interval.seconds")
+        for kind in ("acls", "configs")
+        if flow.get_bool(f"sync.topic.{kind}.enabled")
+    ]
+    lookback = max(intervals, default=0)
     return FamilyLock(
         clients.client_properties(flow, "target", "admin"),
         flow.name,
         [family] if family else None,
         ttl_s=flow.get_seconds("mirrorflow.lock.ttl"),
         wait_s=timeout,
-        lookback_s=acl_interval + 60 if acl_interval else 0,
+        lookback_s=lookback + 60 if lookback else 0,
     )
 
 
-def _acls_synced_ms(flow: FlowConfig, lock: FamilyLock) -> int | None:
-    """When the lock's scope last had its topic ACLs synced: by this holder (an earlier batch), else by the
-    newest run in the history its claim read back (None: not within the interval, so a sync is due)."""
-    if lock.acls_synced_ms is None:
-        lock.acls_synced_ms = last_acl_sync(parse_history(lock.read_back, flow.name), lock.scope)
-    return lock.acls_synced_ms
+def _last_syncs(flow: FlowConfig, lock: FamilyLock) -> dict[str, int | None]:
+    """When the lock's scope last had its topic ACLs and topic configs synced (``prepare_family``'s arguments): by
+    this holder (an earlier batch), else by the newest run in the history its claim read back (None: not within
+    the interval, so a sync is due)."""
+    if lock.acls_synced_ms is None or lock.configs_synced_ms is None:
+        history = parse_history(lock.read_back, flow.name)
+        if lock.acls_synced_ms is None:
+            lock.acls_synced_ms = last_sync(history, lock.scope, "acls_synced_ms")
+        if lock.configs_synced_ms is None:
+            lock.configs_synced_ms = last_sync(history, lock.scope, "configs_synced_ms")
+    return {"acls_synced_ms": lock.acls_synced_ms, "configs_synced_ms": lock.configs_synced_ms}
 
 
 def replicate(
@@ -706,6 +742,7 @@ def summarize(
         family_of=family_of,
         crashed=crashed,
         acls_synced_ms=lock.acls_synced_ms,
+        configs_synced_ms=lock.configs_synced_ms,
     )
 
 

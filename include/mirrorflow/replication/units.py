@@ -126,6 +126,10 @@ class UnitSpec:
     # needs no ListOffsets of its own; records deleted under it since surface as an out-of-range fetch
     # (``UnitResult.truncated``), and the run's next unit of that partition asks the broker again.
     log_start: int = -1
+    # Exactly-once: the unit may leave its last span in a transaction its lane's later units share
+    # (``copy._LaneTransaction``). A partition whose unit failed is copied again in a transaction of its own, so a
+    # record the target refuses is named, and fails that partition alone.
+    share_transaction: bool = True
 
 
 @dataclass(frozen=True)
