@@ -310,7 +310,7 @@ def test_a_unit_copies_in_order_and_pauses_once_it_has_its_last_record(fakes: di
     assert producer.commits == 1
     (consumer,) = fakes["consumers"]
     assert consumer.was_paused
-    assert consumer.metadata_asks == ["src"]  # a kept consumer learns a topic before it is assigned to it
+    assert consumer.metadata_asks == ["*"]  # a consumer learns every topic once, before its first assignment
     # Given back unassigned and resumed, kept for the next unit of this process, closed with the kept clients.
     assert (consumer.assigned, consumer.paused, consumer.closed) == ([], False, False)
     copy.close_kept_clients()
@@ -543,6 +543,8 @@ def test_a_wave_is_spread_over_tasks_by_its_records_whole_lanes_each() -> None:
     assert copy.task_shares(few) == [[0, 1, 2, 3]]  # small: one task, its threads overlap the waits
     wide = units(1, 1000, 10)
     assert [sorted(share) for share in copy.task_shares(wide)] == [list(range(1000))]
+    widest = units(1000, 10, 2)  # a whole cluster's first run: 20,000 records, but 10,000 units' own work
+    assert len(copy.task_shares(widest)) == -(-10_000 * (2 + copy.UNIT_RECORDS) // copy.TASK_RECORDS) == 5
     wide_and_big = units(1, 1000, 10_000)
     shares = copy.task_shares(wide_and_big)
     assert len(shares) == copy.TRANSACTION_SLOTS  # a task per lane: 64 producers for 1,000 partitions

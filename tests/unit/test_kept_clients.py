@@ -90,15 +90,19 @@ class MetadataConsumer:
         self.closed = True
 
 
-def test_a_consumer_asks_for_a_topics_metadata_once_a_while(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_consumer_learns_every_topic_once_a_while_and_a_newer_topic_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     consumer = MetadataConsumer({"a", "b"})
     for topic in ("a", "b", "a"):
         kept_clients.learn_topic(consumer, topic, 5)
-    assert consumer.asked == ["a", "b"], "one request per topic it meets, not per assignment"
+    assert consumer.asked == ["*"], "one request for all the topics its units will meet"
+    consumer.topics.add("c")
+    kept_clients.learn_topic(consumer, "c", 5)
+    kept_clients.learn_topic(consumer, "c", 5)
+    assert consumer.asked == ["*", "c"], "a topic created since is asked for alone, once"
     monkeypatch.setattr(kept_clients, "KNOWN_TOPIC_S", 0.0)
     kept_clients.learn_topic(consumer, "a", 5)
-    assert consumer.asked == ["a", "b", "a"], "asked again once the cached metadata may be gone"
+    assert consumer.asked == ["*", "c", "*"], "asked again once the cached metadata may be gone"
     monkeypatch.setattr(kept_clients, "KNOWN_TOPIC_S", 60.0)
     kept_clients.close_consumer(consumer)
     kept_clients.learn_topic(consumer, "b", 5)
-    assert consumer.asked == ["a", "b", "a", "b"], "a closed consumer's knowledge is forgotten"
+    assert consumer.asked == ["*", "c", "*", "*"], "a closed consumer's knowledge is forgotten"

@@ -150,7 +150,12 @@ copies about 100,000 records a second, so a wave smaller than this is mostly wai
 overlap as well as processes do; spread over one task per lane it paid a Spark task and a Python worker per lane and
 overlapped only as many lanes as the server has task slots: 1,000 partitions with 10 new records each took 8.4 s
 to copy as 16 tasks on a local server's 4 slots, against 6.1 s in one process's 8 threads (issue 11). A large wave
-still gets a task per lane (a partition's copy then has a Python worker, and a core, to itself)."""
+still gets a task per lane (a partition's copy then has a Python worker, and a core, to itself). A unit's own work
+(its consumer's assignment and first fetch, its progress record) counts as ``UNIT_RECORDS`` records, so a wave of
+thousands of small units, which holds a Python process's one core busy, is spread over a few tasks too."""
+
+UNIT_RECORDS = 20
+"""What one unit costs beyond its records, in records (``task_shares``)."""
 
 _FENCED = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
 
@@ -421,9 +426,10 @@ def lanes(specs: Sequence[UnitSpec]) -> list[list[int]]:
 
 def task_shares(specs: Sequence[UnitSpec]) -> list[list[int]]:
     """Indexes of ``specs`` per Spark task: whole lanes (a lane never spans two tasks: its units would fence each
-    other), a task per ``TASK_RECORDS`` planned records but no more tasks than lanes or ``TASK_UNITS``, the lanes with
-    the most records placed first, each on the task planned to copy the fewest so far."""
-    planned = [_planned_records(spec) for spec in specs]
+    other), a task per ``TASK_RECORDS`` planned records (a unit counting ``UNIT_RECORDS`` more) but no more tasks than
+    lanes or ``TASK_UNITS``, the lanes with the most records placed first, each on the task planned to copy the fewest
+    so far."""
+    planned = [_planned_records(spec) + UNIT_RECORDS for spec in specs]
     weighed = sorted(((sum(planned[i] for i in lane), lane) for lane in lanes(specs)), key=lambda w: w[0], reverse=True)
     count = min(len(weighed), TASK_UNITS, -(-sum(planned) // TASK_RECORDS))
     shares: list[tuple[int, list[int]]] = [(0, []) for _ in range(count)]

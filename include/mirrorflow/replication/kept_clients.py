@@ -90,11 +90,12 @@ KEEP_CONSUMERS = 16
 """Idle consumers kept per process: a source consumer and a progress reader for each of ``copy.UNIT_THREADS``."""
 
 
-_KNOWN_TOPICS: dict[int, dict[str, float]] = {}
-"""When each consumer (by ``id``) last asked for a topic's metadata (``learn_topic``); ``close_consumer`` forgets."""
+_KNOWN_TOPICS: dict[int, tuple[float, set[str]]] = {}
+"""When each consumer (by ``id``) last asked for every topic's metadata, and the topics it knows since
+(``learn_topic``); ``close_consumer`` forgets them."""
 
 KNOWN_TOPIC_S = 60.0
-"""How long a consumer's metadata of a topic is taken as known (``learn_topic``): well within librdkafka's
+"""How long a consumer's metadata is taken as known (``learn_topic``): well within librdkafka's
 ``metadata.max.age.ms`` (15 minutes), after which a topic's cached metadata may be gone."""
 
 
@@ -142,16 +143,19 @@ def learn_topic(consumer: Any, topic: str, timeout: float) -> None:
 
     Why: librdkafka asks for the metadata of a topic its consumer has not seen only at its next topic scan, once a
     second, so a kept consumer re-assigned to another topic waited about 1 s before its first fetch, per unit (a
-    new consumer does not: its first metadata request covers the topic). One metadata request for the topic, once
-    per ``KNOWN_TOPIC_S`` per consumer, makes the assignment fetch at once. Only the topic's: a whole cluster's
-    metadata, turned into Python objects, cost more CPU than the units it served at 10,000 partitions. A cluster that
-    does not answer raises ``KafkaException`` (retriable).
+    new consumer does not: its first metadata request covers the topic). A consumer asks for every topic's metadata
+    once per ``KNOWN_TOPIC_S``, so the units it copies next, whatever their topics, fetch at once without a metadata
+    round trip of their own (which a source cluster in another region makes costly); a topic created since is asked
+    for alone. A cluster that does not answer raises ``KafkaException`` (retriable).
     """
-    known = _KNOWN_TOPICS.setdefault(id(consumer), {})
     now = time.monotonic()
-    if now - known.get(topic, -KNOWN_TOPIC_S) >= KNOWN_TOPIC_S:
+    learned_at, known = _KNOWN_TOPICS.get(id(consumer), (-KNOWN_TOPIC_S, set()))
+    if now - learned_at >= KNOWN_TOPIC_S:
+        learned_at, known = now, set(consumer.list_topics(timeout=timeout).topics)
+        _KNOWN_TOPICS[id(consumer)] = (learned_at, known)
+    if topic not in known:
         consumer.list_topics(topic, timeout=timeout)
-        known[topic] = now
+        known.add(topic)
 
 
 def close_kept_consumers() -> None:
