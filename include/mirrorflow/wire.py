@@ -15,6 +15,7 @@ validated when they are constructed, so a record object that exists can always b
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import struct
@@ -524,8 +525,12 @@ def _parse_json(data: bytes) -> object:
     return json.loads(bytes(data).decode("utf-8"))
 
 
+@functools.lru_cache(maxsize=65_536)
 def decode_source_offset_key(data: bytes | None) -> tuple[str, str, int] | None:
     """``(cluster, topic, partition)`` of a ``MirrorSourceConnector`` offsets key, else ``None``.
+
+    Remembered by key: a run's plan reads every partition's key, often several times over (an offsets topic not
+    compacted yet), and parsing them was a large part of a wide flow's plan.
 
     The offsets topic holds keys of every connector sharing it, so anything that is not a well-formed
     source-connector key (other connectors, garbage, null) is "not ours" rather than an error. Field
