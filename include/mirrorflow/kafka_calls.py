@@ -13,19 +13,23 @@ not here.
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections import Counter
 from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Any
 
 _CURRENT: ContextVar[Counter[str] | None] = ContextVar("mirrorflow_kafka_calls", default=None)
+#: A counter may be shared by threads started in a copy of its context (the status's parallel parts).
+_LOCK = threading.Lock()
 
 
 def note(kind: str, count: int = 1) -> None:
     """Count ``count`` calls of ``kind`` (``admin list_offsets``, ``new consumer``) in the current run, if any."""
     current = _CURRENT.get()
     if current is not None:
-        current[kind] += count
+        with _LOCK:
+            current[kind] += count
 
 
 @contextlib.contextmanager
