@@ -1,28 +1,30 @@
-"""Benchmark: how long one ``status`` of a flow takes for 1,000 partitions and 1,000 groups (target: about 1 s).
+"""Benchmark: how long one ``status`` of a wide flow takes (topics x partitions, groups), and what it asks Kafka.
 
 Why this exists: the status is computed live from the clusters every time someone looks (the CLI, a page, a
-monitoring scrape), so it must stay cheap as a flow grows. It reads every stored progress record, lists the
-end and start offsets of every partition, fetches one or two records per partition for the timestamps, and
-checks heartbeats, the failover log and every checkpoint on the target (translated again from the offset
-syncs, to count the groups that translate exactly). This script builds that situation on real (embedded)
-brokers: one topic of N partitions, copied once by ``mirrorflow replicate --in-process`` (the CLI, so the
-progress is exactly what a run writes), G consumer groups committing on the source (group i on partition
-i mod N) and their checkpoints written by ``mirrorflow checkpoints``, then a few more records into half of
-the partitions so that those lag; then it times ``flow_status`` (in this process) and the
-``mirrorflow status --json`` command (a fresh process: imports and client start-up included).
+monitoring scrape), so it must stay cheap as a flow grows, and grow no faster than the partition count. It reads
+every stored progress record, lists the end and start offsets of every partition, fetches the last copied and
+the oldest uncopied record's timestamps where needed, and checks heartbeats, the failover log and every
+checkpoint on the target (translated again from the offset syncs, to count the groups that translate exactly).
+This script builds that situation on real (embedded) brokers: ``--topics`` topics of ``--partitions``
+partitions (created with one batched ``create_topics``), copied once by ``mirrorflow replicate --in-process``
+(the CLI, so the progress is exactly what a run writes), G consumer groups committing on the source (group i on
+one partition of topic i mod T) and their checkpoints written by ``mirrorflow checkpoints``, then a few more
+records into half of the partitions so that those lag; then it times ``flow_status`` (in this process, with
+the Kafka calls it made: ``kafka_calls``), the page's first pages, the ``--json`` text and the metrics text, and
+the ``mirrorflow status --json`` command (a fresh process: imports and client start-up included).
 
 It is a benchmark, not a test: it never asserts timings. It starts its own two noida-db clusters (temp
 state dir, free ports) and always stops them, also on Ctrl-C, SIGTERM or an exception.
 
-    .venv/bin/python benchmarks/status.py                                 # 1,000 partitions, 1,000 groups
-    .venv/bin/python benchmarks/status.py --partitions 100 --groups 100   # smaller
+    .venv/bin/python benchmarks/status.py                                            # 1 topic x 1,000, 1,000 groups
+    .venv/bin/python benchmarks/status.py --topics 1000 --partitions 10 --groups 300  # a whole cluster's width
+    .venv/bin/python benchmarks/status.py --topics 50 --partitions 2 --groups 10 --profile
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -30,28 +32,37 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from _common import FLOW, PREFIX, create_topic, embedded_clusters, mm2_properties, produce, say, table, timed
-from confluent_kafka import Consumer, TopicPartition
+from _common import FLOW, PREFIX, embedded_clusters, mm2_properties, say, spread, table, timed
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
+from mirrorflow import kafka_calls
 from mirrorflow.config import parse_config
-from mirrorflow.status import flow_status
+from mirrorflow.status import FlowStatus, StatusPages, flow_status, render_json
 
 REPO = Path(__file__).resolve().parents[1]
-TARGET_S = 1.0
+TARGET_S = 2.0
 ROUNDS = 3
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--partitions", type=int, default=1000)
+    parser.add_argument("--topics", type=int, default=1)
+    parser.add_argument("--partitions", type=int, default=1000, help="partitions per topic")
     parser.add_argument("--records", type=int, default=3, help="records per partition before the copy")
     parser.add_argument("--groups", type=int, default=1000, help="consumer groups with a checkpoint")
+    parser.add_argument("--rounds", type=int, default=ROUNDS)
+    parser.add_argument("--profile", action="store_true", help="cProfile one flow_status (top 25 by cumulative time)")
     args = parser.parse_args()
-    topic = f"{PREFIX}.status"
+    names = [f"{PREFIX}.status.{i:05d}" for i in range(args.topics)] if args.topics > 1 else [f"{PREFIX}.status"]
+    width = len(names) * args.partitions
     with embedded_clusters() as clusters:
-        create_topic(clusters.primary, topic, args.partitions)
-        produce(clusters.primary, topic, args.partitions, args.records, "before")
-        say(f"{topic}: {args.partitions} partitions x {args.records} records")
+        _, create_s = timed(lambda: create_topics(clusters.primary, names, args.partitions))
+        _, produce_s = timed(lambda: produce_all(clusters.primary, names, args.partitions, args.records, "before"))
+        say(
+            f"{len(names)} topic(s) x {args.partitions} partitions x {args.records} records: created in "
+            f"{create_s:.1f} s, written in {produce_s:.1f} s"
+        )
         text = mm2_properties(clusters.primary, clusters.backup)
         config_file = Path(tempfile.mkdtemp(prefix="mirrorflow-bench-status-")) / "mm2.properties"
         config_file.write_text(text)
@@ -64,29 +75,38 @@ def main() -> int:
             )
         )
         say(f"copied once with mirrorflow replicate --in-process in {copy_s:.1f} s")
-        _, commit_s = timed(lambda: commit_groups(clusters.primary, topic, args.partitions, args.groups, args.records))
+        _, commit_s = timed(lambda: commit_groups(clusters.primary, names, args.partitions, args.groups, args.records))
         _, emit_s = timed(
             lambda: subprocess.run(
                 [*cli, "checkpoints", "--config", str(config_file), "--flow", FLOW], check=True, capture_output=True
             )
         )
         say(f"{args.groups} groups committed in {commit_s:.1f} s, their checkpoints written in {emit_s:.1f} s")
-        lagging = args.partitions // 2
-        produce(clusters.primary, topic, lagging, 2, "after")  # partitions 0 .. lagging-1 now lag by 2 records
+        lagging = names[: max(1, len(names) // 2)] if len(names) > 1 else names
+        lagging_partitions = args.partitions if len(names) > 1 else max(1, args.partitions // 2)
+        produce_all(clusters.primary, lagging, lagging_partitions, 2, "after")  # half the partitions lag by 2
         flow = parse_config(text).flow("primary", "backup")
+        if args.profile:
+            timed(lambda: flow_status(flow), profile=True, label="flow_status")
         library: list[float] = []
-        for i in range(ROUNDS):
-            status, seconds = timed(lambda: flow_status(flow))
+        calls: dict[str, object] = {}
+        for i in range(args.rounds):
+            with kafka_calls.counting() as counted:
+                status, seconds = timed(lambda: flow_status(flow))
+            calls = kafka_calls.summary(counted)
             library.append(seconds)
             data = status.to_dict()
             groups = status.groups
             say(
                 f"  round {i + 1}: flow_status {seconds:.3f} s: {len(status.partitions)} partitions, "
                 f"lag {data['lag_records']} records, max {data['max_lag_seconds']:.1f} s; "
-                f"{groups.get('groups')} groups, {groups.get('groups_exact')} exact; errors {status.errors}"
+                f"{groups.get('groups')} groups, {groups.get('groups_exact')} exact; errors {status.errors}; "
+                f"kafka calls {calls}"
             )
+        extra = page_and_metrics(status)
         command: list[float] = []
-        for i in range(ROUNDS):
+        sizes: list[int] = []
+        for i in range(args.rounds):
             started = time.monotonic()
             done = subprocess.run(
                 [*cli, "status", "--config", str(config_file), "--flow", FLOW, "--json"],
@@ -95,27 +115,94 @@ def main() -> int:
                 text=True,
             )
             command.append(time.monotonic() - started)
+            sizes.append(len(done.stdout))
             parts = len(json.loads(done.stdout)["flows"][0]["partitions"]) if done.returncode == 0 else 0
-            say(f"  round {i + 1}: mirrorflow status --json {command[-1]:.3f} s (exit {done.returncode}, {parts} rows)")
+            say(
+                f"  round {i + 1}: mirrorflow status --json {command[-1]:.3f} s "
+                f"(exit {done.returncode}, {parts} rows, {len(done.stdout):,} bytes)"
+            )
+    measured = f"{len(names)} topic(s) x {args.partitions} = {width} partitions, {args.groups} groups"
     rows = [
+        (f"flow_status, {measured}, median of {args.rounds} (min-max)", spread(library)),
+        ("Kafka calls of one flow_status (admin requests, clients)", f"{calls.get('admin')}, {calls.get('clients')}"),
+        *extra,
         (
-            f"flow_status, {args.partitions} partitions, {args.groups} groups (median of {ROUNDS})",
-            f"{statistics.median(library):.3f} s",
+            f"mirrorflow status --json, new process, median of {args.rounds} (min-max); {max(sizes):,} bytes",
+            spread(command),
         ),
-        (f"mirrorflow status --json, new process (median of {ROUNDS})", f"{statistics.median(command):.3f} s"),
-        ("target", f"about {TARGET_S:.0f} s"),
+        ("target for status --json", f"<= {TARGET_S:.0f} s"),
     ]
     print(table(rows, header=("measure", "seconds")))
     return 0
 
 
-def commit_groups(bootstrap: str, topic: str, partitions: int, groups: int, offset: int) -> None:
-    """Group i commits ``offset`` on partition i mod N (inside the copied range: its checkpoint is exact)."""
+def page_and_metrics(status: FlowStatus) -> list[tuple[str, str]]:
+    """The page's first pages (ranking included), the CLI's JSON and the metrics text, timed on one status."""
+    from mirrorflow import metrics
+
+    page, page_s = timed(lambda: StatusPages(status).page(limit=100, topics_limit=50))
+    text, json_s = timed(lambda: render_json([status]))
+    exposition, metrics_s = timed(lambda: metrics.render([status]))
+    say(
+        f"  page {page_s:.3f} s ({len(json.dumps(page)):,} bytes), --json text {json_s:.3f} s ({len(text):,} bytes), "
+        f"metrics {metrics_s:.3f} s ({len(exposition):,} bytes, {exposition.count(chr(10)):,} lines)"
+    )
+    return [
+        ("the page's first pages (100 partitions, 50 topics, worst first; ranking included)", f"{page_s:.3f} s"),
+        (f"the --json text ({len(text):,} bytes)", f"{json_s:.3f} s"),
+        (f"the metrics text ({len(exposition):,} bytes)", f"{metrics_s:.3f} s"),
+    ]
+
+
+def create_topics(bootstrap: str, names: list[str], partitions: int, timeout: float = 120.0) -> None:
+    """Every topic in one ``create_topics`` request; then wait until metadata shows a leader for every partition."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    new = [NewTopic(name, num_partitions=partitions, replication_factor=1) for name in names]
+    for future in admin.create_topics(new, request_timeout=timeout).values():
+        future.result(timeout)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        topics = admin.list_topics(timeout=30).topics
+        ready = all(
+            (entry := topics.get(name)) is not None
+            and entry.error is None
+            and len(entry.partitions) == partitions
+            and all(p.leader >= 0 for p in entry.partitions.values())
+            for name in names
+        )
+        if ready:
+            return
+        time.sleep(0.2)
+    raise TimeoutError(f"{len(names)} topics did not get leaders for {partitions} partition(s) in {timeout} s")
+
+
+def produce_all(bootstrap: str, names: list[str], partitions: int, per_partition: int, tag: str) -> None:
+    """``per_partition`` small records into each partition of each topic; raises unless all are acknowledged."""
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 20})
+    errors: list[str] = []
+
+    def on_delivery(err: object, _msg: object) -> None:
+        if err is not None:
+            errors.append(str(err))
+
+    for topic in names:
+        for p in range(partitions):
+            for i in range(per_partition):
+                producer.produce(topic, value=f"{tag}-{p}-{i}".encode(), partition=p, on_delivery=on_delivery)
+        producer.poll(0)
+    remaining = producer.flush(120)
+    if remaining or errors:
+        raise RuntimeError(f"{remaining} record(s) not delivered, errors: {errors[:3]}")
+
+
+def commit_groups(bootstrap: str, names: list[str], partitions: int, groups: int, offset: int) -> None:
+    """Group i commits ``offset`` on topic i mod T, partition (i // T) mod P: inside the copied range, so exact."""
 
     def commit(i: int) -> None:
         consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{PREFIX}-group-{i:05d}"})
         try:
-            consumer.commit(offsets=[TopicPartition(topic, i % partitions, offset)], asynchronous=False)
+            tp = TopicPartition(names[i % len(names)], (i // len(names)) % partitions, offset)
+            consumer.commit(offsets=[tp], asynchronous=False)
         finally:
             consumer.close()
 

@@ -153,7 +153,7 @@ def _status(args: argparse.Namespace) -> int:
     cluster goes to stderr as the other commands print it.
     """
     from .config import overrides
-    from .status import flow_status, render_text
+    from .status import flow_status, render_json, render_text
 
     if args.flow:
         flow = _flow_of(args)
@@ -173,7 +173,7 @@ def _status(args: argparse.Namespace) -> int:
 
         print(render(statuses), end="")
     elif args.json:
-        print(json.dumps({"flows": [st.to_dict() for st in statuses]}, indent=2))
+        print(render_json(statuses))
     else:
         print(render_text(statuses))
     for line in (e for st in statuses for e in st.errors if e.startswith("error: cluster")):

@@ -11,6 +11,10 @@ Routes (under ``/mirrorflow``): ``/`` the page (static HTML and script, refreshi
 the figures it shows (the status model of ``include/mirrorflow/status.py`` plus the DAG ids to link and
 each flow's lag threshold), ``/metrics`` the same figures in Prometheus text format.
 
+A whole-cluster flow has thousands of partitions: ``/api/status`` also summarises them per topic (``topics``),
+and takes a topic filter and page parameters for both lists (see :func:`status_body`); without parameters it
+answers every partition, as it always did. The page asks for one page of each and lets the user page or filter.
+
 The figures come from the clusters, through the same library call as ``mirrorflow status``; they are
 computed at most once per :data:`CACHE_SECONDS` whoever asks (viewers and a Prometheus scraper share
 one computation), in a worker thread, never on the event loop.
@@ -22,6 +26,7 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,24 +47,58 @@ REFRESH_SECONDS = 15
 PAGE = Path(__file__).with_name("status_page.html")
 
 
+@dataclass
+class Snapshot:
+    """One computation: when, the statuses, what the page needs besides them, and each ranked for paging.
+
+    ``pages`` (one :class:`~mirrorflow.status.StatusPages` per flow) ranks the partitions and topics once, so a
+    request pays for the rows it returns, not for sorting 10,000 again; the metrics text is rendered once, on
+    the first scrape, and shared by the next ones.
+    """
+
+    computed_at: float
+    statuses: list[Any]
+    extras: list[dict[str, Any]]
+    pages: list[Any]
+    _metrics: str | None = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def metrics(self) -> str:
+        """The Prometheus text of these statuses (rendered on first use)."""
+        from mirrorflow.metrics import render
+
+        with self._lock:
+            if self._metrics is None:
+                self._metrics = render(self.statuses)
+            return self._metrics
+
+
 class StatusCache:
     """The newest computed statuses, recomputed by one caller at a time once older than ``ttl``."""
 
     def __init__(self, ttl: float = CACHE_SECONDS) -> None:
         self.ttl = ttl
         self._lock = threading.Lock()
-        self._value: tuple[float, list[Any], list[dict[str, Any]]] | None = None
+        self._value: Snapshot | None = None
 
-    def get(self) -> tuple[float, list[Any], list[dict[str, Any]]]:
-        """(computed at, FlowStatus list, per-flow page extras); the caller waits for a running computation."""
+    def get(self) -> Snapshot:
+        """The current snapshot; the caller waits for a running computation."""
         with self._lock:
-            if self._value is None or time.monotonic() - self._value[0] > self.ttl:
-                self._value = (time.monotonic(), *compute())
+            if self._value is None or time.monotonic() - self._value.computed_at > self.ttl:
+                started = time.monotonic()  # the figures' age counts from when their measuring began
+                self._value = snapshot(started, *compute())
             return self._value
 
     def clear(self) -> None:
         with self._lock:
             self._value = None
+
+
+def snapshot(started: float, statuses: list[Any], extras: list[dict[str, Any]]) -> Snapshot:
+    """A :class:`Snapshot` of statuses whose computation began at ``started`` (their rows ranked now)."""
+    from mirrorflow.status import StatusPages
+
+    return Snapshot(started, statuses, extras, [StatusPages(st) for st in statuses])
 
 
 def compute() -> tuple[list[Any], list[dict[str, Any]]]:
@@ -107,7 +146,7 @@ def create_app() -> FastAPI:
     """The FastAPI app; built on the first request (see :class:`LazyApp`)."""
     from airflow.api_fastapi.app import get_auth_manager
     from airflow.api_fastapi.core_api.security import get_user
-    from fastapi import Depends, FastAPI, HTTPException, Request
+    from fastapi import Depends, FastAPI, HTTPException, Query, Request
     from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
 
     app = FastAPI(
@@ -131,26 +170,77 @@ def create_app() -> FastAPI:
         return HTMLResponse(html, headers={"Cache-Control": "no-store"})
 
     @app.get("/api/status")
-    def status_json() -> JSONResponse:
-        """Every flow's status (the ``mirrorflow status --json`` figures) with its DAG ids and lag threshold."""
-        return JSONResponse(status_body(), headers={"Cache-Control": "no-store"})
+    def status_json(  # Query() defaults, not Annotated: FastAPI resolves annotations in the module, not here
+        flow: str | None = Query(None, description="only this flow (SOURCE->TARGET)"),
+        topic: str | None = Query(None, description="only topics whose name contains this (any case)"),
+        family: str | None = Query(None, description="only this family's topics"),
+        offset: int = Query(0, ge=0, description="first partition row of the page"),
+        limit: int | None = Query(None, ge=0, description="partition rows per flow (default: all)"),
+        topics_offset: int = Query(0, ge=0, description="first topic row of the page"),
+        topics_limit: int | None = Query(None, ge=0, description="topic rows per flow (default: all)"),
+    ) -> JSONResponse:
+        """Every flow's status (the ``mirrorflow status --json`` figures) with its DAG ids and lag threshold.
+
+        ``partitions`` and ``topics`` are worst first; the parameters filter and page them (every flow alike).
+        """
+        body = status_body(
+            flow=flow,
+            topic=topic,
+            family=family,
+            offset=offset,
+            limit=limit,
+            topics_offset=topics_offset,
+            topics_limit=topics_limit,
+        )
+        return JSONResponse(body, headers={"Cache-Control": "no-store"})
 
     @app.get("/metrics", response_class=PlainTextResponse)
     def metrics() -> PlainTextResponse:
         """The same figures in Prometheus text format (``prometheus_client``); see ``include/mirrorflow/metrics.py``."""
-        from mirrorflow.metrics import CONTENT_TYPE, render
+        from mirrorflow.metrics import CONTENT_TYPE
 
-        _computed, statuses, _extras = CACHE.get()
-        return PlainTextResponse(render(statuses), media_type=CONTENT_TYPE)
+        return PlainTextResponse(CACHE.get().metrics(), media_type=CONTENT_TYPE)
 
     return app
 
 
-def status_body() -> dict[str, Any]:
-    """What ``/api/status`` answers: the flows' figures, their DAG ids and thresholds, and the figures' age."""
-    computed, statuses, extras = CACHE.get()
-    flows = [{**st.to_dict(), **extra} for st, extra in zip(statuses, extras, strict=True)]
-    return {"flows": flows, "age_seconds": round(time.monotonic() - computed, 1), "refresh_seconds": REFRESH_SECONDS}
+def status_body(
+    flow: str | None = None,
+    topic: str | None = None,
+    family: str | None = None,
+    offset: int = 0,
+    limit: int | None = None,
+    topics_offset: int = 0,
+    topics_limit: int | None = None,
+) -> dict[str, Any]:
+    """What ``/api/status`` answers: the flows' figures, their DAG ids and thresholds, and the figures' age.
+
+    Per flow, ``partitions`` (worst first) and ``topics`` (one row per source topic, worst first) are filtered
+    by ``topic`` (part of the name, any case) and ``family``, and paged by ``offset``/``limit`` and
+    ``topics_offset``/``topics_limit``; ``partitions_page``/``topics_page`` say which rows of how many matching,
+    ``partitions_total``/``topics_total`` count them all. Without a limit every row is there, as before.
+    """
+    snap = CACHE.get()
+    flows = [
+        {
+            **pages.page(
+                topic=topic,
+                family=family,
+                offset=offset,
+                limit=limit,
+                topics_offset=topics_offset,
+                topics_limit=topics_limit,
+            ),
+            **extra,
+        }
+        for pages, extra in zip(snap.pages, snap.extras, strict=True)
+        if flow is None or extra["flow"] == flow
+    ]
+    return {
+        "flows": flows,
+        "age_seconds": round(time.monotonic() - snap.computed_at, 1),
+        "refresh_seconds": REFRESH_SECONDS,
+    }
 
 
 class LazyApp:

@@ -1,7 +1,8 @@
 """The status model against real clusters: lag in records and seconds, and a dead cluster named, not hung on.
 
 One small copy sets up every case at once (a caught-up partition, one behind by records of known
-timestamps, an empty one, a topic never copied), so the module costs one in-process run.
+timestamps, an empty one, a topic never copied); a wide flow (200 topics x 5 partitions, one more in-process
+run) checks the per-topic summary and that a status makes the same Kafka requests for 50 topics as for 200.
 """
 
 from __future__ import annotations
@@ -13,14 +14,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 
+from mirrorflow import kafka_calls
 from mirrorflow.checkpoints.emit import emit_checkpoints
 from mirrorflow.cli import main
 from mirrorflow.config import parse_config
 from mirrorflow.devcluster import free_port
 from mirrorflow.replication.executor import LocalExecutor
 from mirrorflow.replication.run import replicate
-from mirrorflow.status import BEHIND, CAUGHT_UP, NO_PROGRESS, flow_status
+from mirrorflow.status import BEHIND, CAUGHT_UP, NO_PROGRESS, StatusPages, flow_status, summarize_topics
 from tests.integration.test_checkpoints import commit
 from tests.kafka_helpers import create_topic, produce
 
@@ -83,7 +87,8 @@ def test_lag_in_records_and_seconds_caught_up_behind_empty_and_never_copied(copi
     caught_up = parts[(a, 0)]
     assert (caught_up.lag_records, caught_up.lag_seconds, caught_up.status) == (0, 0.0, CAUGHT_UP)
     assert (caught_up.end_offset, caught_up.copied_position) == (5, 5)
-    assert caught_up.last_copied_timestamp_ms is not None and caught_up.remote_topic == f"primary.{a}"
+    assert caught_up.remote_topic == f"primary.{a}"
+    assert caught_up.last_copied_timestamp_ms is None  # read only for a partition that lags: no record read here
 
     behind = parts[(a, 1)]
     assert (behind.end_offset, behind.copied_position, behind.lag_records, behind.status) == (7, 3, 4, BEHIND)
@@ -178,3 +183,133 @@ def test_groups_with_checkpoints_and_how_many_translate_exactly(kafka_clusters: 
     assert [row["group"] for row in groups["not_exact"]] == sorted(written - {f"{prefix}-inside", f"{prefix}-end"})
     for row in groups["not_exact"]:  # committed 13, copied to 10: 3 records not on the target yet
         assert (row["outcome"], row["missing_records"], row["upstream_offset"]) == ("not-yet-copied", 3, 13)
+
+
+# ------------------------------------------------------------------------------------------- a wide flow
+
+WIDE_TOPICS, WIDE_PARTITIONS, WIDE_RECORDS = 200, 5, 3
+
+
+def create_topics(bootstrap: str, names: list[str], partitions: int, timeout: float = 60.0) -> None:
+    """Every topic in one CreateTopics request; then wait until metadata shows a leader for each partition."""
+    client = AdminClient({"bootstrap.servers": bootstrap})
+    new = [NewTopic(name, num_partitions=partitions, replication_factor=1) for name in names]
+    for future in client.create_topics(new, operation_timeout=timeout).values():
+        future.result(timeout=timeout)
+    deadline = time.monotonic() + timeout
+    while True:
+        listed = client.list_topics(timeout=min(10.0, timeout)).topics
+        entries = [listed.get(name) for name in names]
+        if all(
+            e is not None
+            and e.error is None
+            and len(e.partitions) == partitions
+            and all(p.leader >= 0 for p in e.partitions.values())
+            for e in entries
+        ):
+            return
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"{len(names)} topics did not all get leaders within {timeout} s")
+        time.sleep(0.1)
+
+
+def produce_everywhere(bootstrap: str, names: list[str], partitions: int, records: int) -> None:
+    """``records`` small records into every partition of every topic, with one producer."""
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    failed: list[str] = []
+    for name in names:
+        for partition in range(partitions):
+            for i in range(records):
+                producer.produce(
+                    name,
+                    value=b"r%d" % i,
+                    partition=partition,
+                    on_delivery=lambda err, _m: err and failed.append(str(err)),
+                )
+        producer.poll(0)
+    assert producer.flush(60) == 0 and not failed, failed[:3]
+
+
+@pytest.fixture(scope="module")
+def wide(kafka_clusters: Any) -> dict[str, Any]:
+    """200 topics x 5 partitions x 3 records, created with one CreateTopics, copied once in-process; and a second
+    flow of the same source alias over the first 50 of those topics only (the same stored progress)."""
+    prefix = f"sw{uuid.uuid4().hex[:8]}"
+    primary, backup = kafka_clusters.primary, kafka_clusters.backup
+    names = [f"{prefix}-t{i:03d}" for i in range(WIDE_TOPICS)]
+    create_topics(primary, names, WIDE_PARTITIONS)
+    produce_everywhere(primary, names, WIDE_PARTITIONS, WIDE_RECORDS)
+    config = parse_config(config_text(primary, backup, prefix))
+    report = replicate(config, "primary->backup", "main", LocalExecutor())
+    assert report.ok and report.records == WIDE_TOPICS * WIDE_PARTITIONS * WIDE_RECORDS
+    fifty = parse_config(config_text(primary, backup, prefix).replace(f"{prefix}-.*", f"{prefix}-t0[0-4][0-9]"))
+    return {
+        "flow": config.flow("primary", "backup"),
+        "fifty": fifty.flow("primary", "backup"),
+        "names": names,
+        "primary": primary,
+    }
+
+
+def counted_status(flow: Any) -> tuple[Any, dict[str, int]]:
+    with kafka_calls.counting() as calls:
+        status = flow_status(flow)
+    assert status.errors == [], status.errors
+    return status, dict(calls)
+
+
+def test_a_wide_flow_is_summarised_per_topic_every_topic_caught_up(wide: dict[str, Any]) -> None:
+    status, _calls = counted_status(wide["flow"])
+    assert len(status.partitions) == WIDE_TOPICS * WIDE_PARTITIONS
+    counts = next(f for f in status.families if f.family == "main").to_dict()
+    assert (counts["topics"], counts["partitions"], counts["partitions_behind"], counts["failures"]) == (
+        WIDE_TOPICS,
+        WIDE_TOPICS * WIDE_PARTITIONS,
+        0,
+        0,
+    )
+    assert (counts["lag_records"], counts["max_lag_seconds"]) == (0, 0.0)
+    topics = summarize_topics(status.partitions)
+    assert [t.topic for t in topics] == wide["names"]  # all caught up: by name
+    for t in topics:
+        assert (t.partitions, t.partitions_behind, t.failures, t.lag_records, t.status) == (
+            WIDE_PARTITIONS,
+            0,
+            0,
+            0,
+            CAUGHT_UP,
+        )
+    assert all(p.copied_position == WIDE_RECORDS and p.last_copied_timestamp_ms is None for p in status.partitions)
+    page = StatusPages(status).page(topic=wide["names"][7].upper(), limit=3, topics_limit=1)
+    assert [t["topic"] for t in page["topics"]] == [wide["names"][7]]
+    assert page["partitions_page"] == {"offset": 0, "limit": 3, "matched": WIDE_PARTITIONS, "shown": 3}
+
+
+def test_the_kafka_calls_of_a_status_do_not_grow_with_the_topics(wide: dict[str, Any]) -> None:
+    """50 topics and 200 topics (250 and 1,000 partitions, caught up): the same requests and clients, one each
+    per kind (one discovery, one ListOffsets for the starts and one for the ends, no timestamp read)."""
+    fifty, fifty_calls = counted_status(wide["fifty"])
+    every, every_calls = counted_status(wide["flow"])
+    assert (len(fifty.partitions), len(every.partitions)) == (50 * WIDE_PARTITIONS, WIDE_TOPICS * WIDE_PARTITIONS)
+    assert every_calls == fifty_calls
+    assert (every_calls["admin list_topics"], every_calls["admin list_offsets"], every_calls["new admin"]) == (1, 2, 1)
+
+
+def test_a_few_lagging_topics_come_first_and_only_their_records_are_read(wide: dict[str, Any]) -> None:
+    names = wide["names"]
+    _before, caught_up_calls = counted_status(wide["flow"])
+    behind = [names[150], names[20], names[99]]
+    now_ms = int(time.time() * 1000)
+    for age_s, name in zip((90, 60, 30), behind, strict=True):  # partition 2 of each, 4 records, oldest age_s old
+        produce(wide["primary"], name, [{"value": b"late", "partition": 2, "timestamp": now_ms - age_s * 1000}] * 4)
+    status, calls = counted_status(wide["flow"])
+    topics = summarize_topics(status.partitions)
+    assert [t.topic for t in topics[:3]] == behind  # oldest uncopied record first
+    for t, age_s in zip(topics[:3], (90, 60, 30), strict=True):
+        assert (t.partitions_behind, t.lag_records, t.status) == (1, 4, BEHIND)
+        assert age_s <= t.max_lag_seconds <= age_s + TOLERANCE_S
+    assert all(t.lag_records == 0 for t in topics[3:]) and len(topics) == WIDE_TOPICS
+    lagging = [p for p in status.partitions if p.lag_records]
+    assert len(lagging) == 3 and all(p.last_copied_timestamp_ms is not None for p in lagging)
+    assert calls["new consumer"] == caught_up_calls["new consumer"] + 1  # one consumer reads the three partitions
+    assert next(f for f in status.families if f.family == "main").to_dict()["partitions_behind"] == 3
