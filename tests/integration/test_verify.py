@@ -1,5 +1,7 @@
 """`mirrorflow verify` against real clusters and real Spark: a clean copy is identical; every kind of difference is
-found and named by its source and target offsets; records retention deleted are not verifiable, not different."""
+found and named by its source and target offsets, records the target holds twice included (before the first known
+copy, or a range copied again); records retention deleted are not verifiable, not different; many small partitions
+are read by one consumer per cluster."""
 
 from __future__ import annotations
 
@@ -244,6 +246,92 @@ def test_a_skipped_range_longer_than_the_look_ahead_is_still_missing(
     (difference,) = verdict(report, topic).differences
     assert (difference["kind"], difference["count"]) == ("missing", 30)
     assert (difference["source_offset"], difference["source_last"], difference["target_offset"]) == (5, 34, after)
+
+
+def test_records_the_target_held_before_the_copy_began_are_extra(kafka_clusters: Any, engine: UnitExecutor) -> None:
+    """Duplicates before the first copied run: the remote partition already held copies of records 0..2 (a first
+    copy whose progress was lost) when the copy began, and the copy wrote them again after them. No copied run maps
+    target offsets 0..2, yet they are compared: the whole source partition is verified, so every target record must
+    copy one of its records. Named the same by every engine."""
+    p = prefix()
+    topic = create_topic(kafka_clusters.primary, f"{p}-head", partitions=1)
+    stamp = int(time.time() * 1000)
+    records = [
+        {"key": b"k%d" % i, "value": b"v%d" % i, "headers": [("h", b"%d" % i)], "timestamp": stamp + i, "partition": 0}
+        for i in range(14)
+    ]
+    produce(kafka_clusters.primary, topic, records)
+    remote = create_topic(kafka_clusters.backup, f"primary.{topic}", partitions=1)
+    produce(kafka_clusters.backup, remote, records[:3])  # exactly the records a first copy would have written
+    config = make_config(kafka_clusters, p)
+    copy(config)
+    assert [r.value for r in read_all(kafka_clusters.backup, remote)][:4] == [b"v0", b"v1", b"v2", b"v0"]
+    report = verify_flow(config, FLOW, topics={topic}, executor=engine)
+    assert report.status == "different" and report.exit_code == 1, render_text(report)
+    v = verdict(report, topic)
+    assert v.target_first == 0 and (v.source_records, v.target_records) == (14, 17)
+    (difference,) = v.differences
+    assert (difference["kind"], difference["count"], difference["source_offset"]) == ("extra", 3, 3)
+    assert (difference["target_offset"], difference["target_last"]) == (3, 5)
+    assert "target offset(s) 3..5 (3 record(s)) with no source record, before source offset 3" in render_text(report)
+    # Asked to start at offset 0 explicitly, the range is the copy's: what the target held before it is not asked.
+    explicit = verify_flow(config, FLOW, topics={topic}, from_offsets={(topic, 0): 0})
+    assert explicit.status == "identical" and verdict(explicit, topic).target_first == 3, render_text(explicit)
+
+
+def test_a_range_copied_twice_is_extra(kafka_clusters: Any) -> None:
+    """The progress of records 5..9 was lost after they were copied (forged back to 4): the next run copies them
+    again. The offset syncs say where both copies are; the first copies stay inside a chunk and show as extra."""
+    p = prefix()
+    topic = create_topic(kafka_clusters.primary, f"{p}-twice", partitions=1)
+    config = make_config(kafka_clusters, p)
+    produce(kafka_clusters.primary, topic, [b"v%d" % i for i in range(10)])
+    copy(config)
+    forge_progress(kafka_clusters, topic, 0, 4)
+    copy(config)
+    values = [r.value for r in read_all(kafka_clusters.backup, f"primary.{topic}")]
+    assert values == [b"v%d" % i for i in range(10)] + [b"v%d" % i for i in range(5, 10)]
+    for chunk_records in (1000, 3):  # the copies in one chunk, and cut at the second copy's start
+        report = verify_flow(config, FLOW, topics={topic}, chunk_records=chunk_records)
+        assert report.exit_code == 1, render_text(report)
+        v = verdict(report, topic)
+        assert not v.unverifiable and (v.source_records, v.target_records) == (10, 15), render_text(report)
+        (difference,) = v.differences
+        assert (difference["kind"], difference["count"]) == ("extra", 5), difference
+
+
+def test_many_small_partitions_are_read_by_one_consumer_per_cluster(
+    kafka_clusters: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """40 partitions of a few records, in this process: one source and one target consumer read every chunk (a
+    consumer per partition and side waited for each one's end in turn). A stray record in one partition is still
+    found and named, by a lockstep read of that chunk alone."""
+    from mirrorflow.verify import reader
+
+    made: list[dict[str, Any]] = []
+    real = reader.consumer
+
+    def counted(config: dict[str, Any]) -> Any:
+        made.append(config)
+        return real(config)
+
+    monkeypatch.setattr(reader, "consumer", counted)
+    p = prefix()
+    topic = create_topic(kafka_clusters.primary, f"{p}-many", partitions=40)
+    produce(kafka_clusters.primary, topic, [{"value": b"m%d" % i, "partition": i % 40} for i in range(120)])
+    config = make_config(kafka_clusters, p)
+    copy(config)
+    clean = verify_flow(config, FLOW, topics={topic})
+    assert clean.status == "identical" and clean.records == 120, render_text(clean)
+    assert len(made) == 2 and {c["bootstrap.servers"] for c in made} == {kafka_clusters.primary, kafka_clusters.backup}
+
+    [stray] = produce(kafka_clusters.backup, f"primary.{topic}", [{"value": b"stray", "partition": 7}])
+    made.clear()
+    report = verify_flow(config, FLOW, topics={topic})
+    assert len(made) == 2 and report.exit_code == 1
+    assert [v.partition for v in report.partitions if v.status != "identical"] == [7]
+    (difference,) = verdict(report, topic, 7).differences
+    assert (difference["kind"], difference["target_offset"]) == ("extra", stray.offset)
 
 
 def test_records_retention_deleted_are_not_verifiable_not_different(kafka_clusters: Any) -> None:

@@ -1,5 +1,6 @@
-"""The pure parts of `mirrorflow verify`: record encoding, classifying a difference, chunks cut at copied runs,
-retention-deleted ranges as not verifiable (never as different), verdicts and exit codes."""
+"""The pure parts of `mirrorflow verify`: record encoding, classifying a difference, chunks cut at copied runs (a
+range copied twice, records before the first copy), retention-deleted ranges as not verifiable (never as different),
+chunks grouped into tasks, lanes and waves, a range fed records, verdicts and exit codes."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ from typing import Any
 
 import pytest
 
+from mirrorflow.verify.chunk import ChunkSpec, _Range
 from mirrorflow.verify.compare import first_difference
 from mirrorflow.verify.mapping import Anchor, Span, plan_spans, runs_by_partition
 from mirrorflow.verify.plan import PartitionPlan, _plan_one
+from mirrorflow.verify.reader import chains, lanes, task_shares, waves
 from mirrorflow.verify.records import decode, differing_fields, encode, fields, new_digest
 from mirrorflow.verify.report import PartitionVerdict, VerifyReport, render_text
 from mirrorflow.wire import CopiedRun, OffsetSync
@@ -18,8 +21,14 @@ from mirrorflow.wire import CopiedRun, OffsetSync
 class Message:
     """What confluent-kafka's Message offers the encoder."""
 
-    def __init__(self, key: Any = b"k", value: Any = b"v", headers: Any = None, timestamp: int = 1000) -> None:
+    def __init__(
+        self, key: Any = b"k", value: Any = b"v", headers: Any = None, timestamp: int = 1000, offset: int = 0
+    ) -> None:
         self._key, self._value, self._headers, self._timestamp = key, value, headers, timestamp
+        self._offset = offset
+
+    def offset(self) -> int:
+        return self._offset
 
     def key(self) -> Any:
         return self._key
@@ -122,6 +131,54 @@ def test_runs_come_from_start_and_end_syncs_and_a_recopy_drops_older_runs() -> N
     assert mm2[("m", 0)] == [Anchor(5, 50, 5, 50), Anchor(9, 54, 9, 54)]
 
 
+def test_a_range_copied_again_keeps_where_the_first_copies_are() -> None:
+    """Progress lost after 0..9 were copied: 5..9 copied again at 11..15. The first run is cut where the second
+    starts (its 0..4 still hold), so the first copies of 5..9 lie between two anchors: inside a chunk."""
+    syncs = [sync("t", 0, 0, (0, 0)), sync("t", 9, 9, (0, 0)), sync("t", 5, 11, (5, 11), prev=4)]
+    syncs.append(sync("t", 9, 15, (5, 11), prev=4))
+    runs = runs_by_partition(syncs)[("t", 0)]
+    assert runs == [Anchor(0, 0, 4, 4), Anchor(5, 11, 9, 15)]
+    spans, gaps = plan_spans(runs, 0, 10, 17, chunk_records=3)
+    assert not gaps
+    assert [(s.source_begin, s.source_end, s.target_begin, s.target_end) for s in spans] == [
+        (0, 5, 0, 11),
+        (5, 10, 11, 17),
+    ]
+    # MM2 copying again from an earlier offset: its pins from there on go, the ones before stay.
+    rewound = runs_by_partition([sync("m", 0, 0, None), sync("m", 6, 6, None), sync("m", 3, 9, None)])
+    assert rewound[("m", 0)] == [Anchor(0, 0, 0, 0), Anchor(3, 9, 3, 9)]
+
+
+def test_target_records_before_the_first_copy_are_compared_when_the_whole_partition_is() -> None:
+    """Verified from source offset 0: the first chunk begins at the target's log start, not at the first copy."""
+    run = [Anchor(0, 3, 13, 16)]  # 0..13 landed at 3..16: something sits at target 0..2
+    (span,), gaps = plan_spans(run, 0, 14, 18, chunk_records=100, target_start=0)
+    assert (span.source_begin, span.target_begin, span.target_fetch, span.begin_is_record) == (0, 0, 0, False)
+    assert not gaps
+    (span,), _ = plan_spans(run, 0, 14, 18, chunk_records=100)  # a start of its own (--from-offsets): the copy's
+    assert span.target_begin == 3
+    (span,), _ = plan_spans(run, 0, 14, 18, chunk_records=100, target_start=2)  # the target's retention: from there
+    assert span.target_begin == 2
+
+    gap = [Anchor(10, 3, 19, 12)]  # nothing known of source 0..9; target 0..2 may hold their copies
+    (span,), gaps = plan_spans(gap, 0, 20, 13, chunk_records=100, target_start=0)
+    assert (span.source_begin, span.target_begin, span.begin_is_record, gaps) == (0, 0, False, [])
+    (span,), (unverifiable,) = plan_spans(gap, 0, 20, 13, chunk_records=100, target_start=1)
+    assert (span.source_begin, span.target_begin, unverifiable.first, unverifiable.last) == (10, 3, 0, 9)
+    started_at_end = [Anchor(10, 0, 19, 9)]  # a copy that began at the source's end: the target holds nothing before
+    (span,), (unverifiable,) = plan_spans(started_at_end, 0, 20, 10, chunk_records=100, target_start=0)
+    assert (span.source_begin, span.target_begin, unverifiable.first, unverifiable.last) == (10, 0, 0, 9)
+
+    plan = PartitionPlan("t", "primary.t", 0)
+    _plan_one(plan, run, requested=0, low=0, end=14, target_end=18, chunk_records=100, target_low=0)
+    assert plan.spans[0].target_begin == 0
+    retained = PartitionPlan("t", "primary.t", 0)  # the source's log start moved: target 0..2 may copy its deleted
+    _plan_one(
+        retained, [Anchor(2, 3, 13, 14)], requested=0, low=2, end=14, target_end=15, chunk_records=100, target_low=0
+    )
+    assert retained.spans[0].target_begin == 3
+
+
 def test_chunks_are_cut_at_run_starts_and_fetch_from_the_gap_before() -> None:
     runs = [Anchor(0, 0, 4, 4), Anchor(8, 6, 12, 10), Anchor(13, 12, 20, 19)]
     spans, gaps = plan_spans(runs, 0, 21, 22, chunk_records=5)
@@ -191,3 +248,54 @@ def test_exit_codes(difference: str | None, errors: list[str], status: str, code
 
 def test_spans_are_plain_data() -> None:
     assert Span(0, 1, 0, 1, 0, 0).begin_is_record
+
+
+def chunk(index: int, topic: str, partition: int, records: int, begin: int = 0) -> ChunkSpec:
+    end = begin + records
+    return ChunkSpec(index, topic, f"primary.{topic}", partition, begin, end, begin, end, begin, begin, True, {}, {})
+
+
+def test_chunks_are_grouped_into_tasks_lanes_waves_and_chains() -> None:
+    """Small chunks share a task and a lane; large ones get their own; a partition's consecutive chunks are one
+    chain (read once, on from one into the next), kept together unless that leaves too few groups; a wave never
+    reads a partition twice."""
+    small = [chunk(i, "t", i, 3) for i in range(200)]
+    assert task_shares(small) == [list(range(200))] and lanes(small) == [list(range(200))]
+    large = [chunk(i, "t", i, 250_000) for i in range(4)]
+    assert task_shares(large) == [[0], [1], [2], [3]] and lanes(large, threads=2) == [[0, 2], [1, 3]]
+    assert len(task_shares([chunk(i, "t", i, 200_000) for i in range(100)])) == 64
+
+    split = [chunk(p * 5 + k, "t", p, 10_000, begin=k * 10_000) for p in range(4) for k in range(5)]
+    assert chains(split) == [list(range(p * 5, p * 5 + 5)) for p in range(4)]
+    assert task_shares(split) == [[0, 1, 2, 3, 4, 10, 11, 12, 13, 14], [5, 6, 7, 8, 9, 15, 16, 17, 18, 19]]
+    one_partition = [chunk(k, "t", 0, 250_000, begin=k * 250_000) for k in range(4)]  # spread: too few partitions
+    assert task_shares(one_partition) == [[0], [1], [2], [3]]
+
+    same_partition = [chunk(0, "a", 0, 5), chunk(1, "a", 0, 5, begin=7), chunk(2, "b", 0, 5), chunk(3, "a", 1, 5)]
+    assert waves(same_partition) == [[[0], [3], [2]], [[1]]]  # 1 does not continue 0 (a gap): another wave
+    contiguous = [chunk(0, "a", 0, 5), chunk(1, "a", 0, 5, begin=5)]
+    assert waves(contiguous) == [[[0, 1]]]
+    assert waves([chunk(i, "t", i, 1) for i in range(5)], size=2) == [[[0], [1]], [[2], [3]], [[4]]]
+
+
+def test_a_range_digests_what_lies_in_it_and_ends_at_its_last_record_or_its_partition_end() -> None:
+    def messages(first: int, count: int) -> list[Message]:
+        return [Message(value=b"%d" % (first + i), offset=first + i) for i in range(count)]
+
+    r = _Range({}, "t", 0, 5, 10, False, 1.0)
+    r.keep = False
+    r.take(messages(3, 4))  # 3 and 4 come before the range (a fetch from the marker before it)
+    assert (r.count, r.done) == (2, False)
+    r.take(messages(7, 5))  # 9 is the range's last offset: complete, 10 and 11 dropped
+    assert (r.count, r.done) == (5, True)
+    whole = new_digest()
+    whole.add([fields(m) for m in messages(5, 5)])
+    assert r.digest.hexdigest() == whole.hexdigest()
+
+    ends_in_marker = _Range({}, "t", 0, 0, 4, False, 1.0)
+    ends_in_marker.take(messages(0, 3))  # offset 3 is a commit marker: never delivered
+    assert not ends_in_marker.done
+    ends_in_marker.reached(3)
+    assert not ends_in_marker.done
+    ends_in_marker.reached(4)
+    assert ends_in_marker.done and ends_in_marker.count == 3 and len(ends_in_marker.recs) == 3

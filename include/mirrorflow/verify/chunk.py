@@ -1,14 +1,15 @@
-"""One chunk of a partition, verified inside a Spark task: read both sides, digest, find the first difference.
+"""One chunk of a partition: what is verified (``ChunkSpec``), what was found (``ChunkResult``), each side's records.
 
-Why here and not on the driver: a chunk task reads the source's committed records of ``[source_begin,
-source_end)`` and the target's of ``[target_begin, target_end)`` itself, with confluent-kafka, and returns only
-counts, two digests and (when they differ) the first difference. Records never pass through the Spark driver,
-so verification scales with the executors, as the copy does.
+Why chunks are read where they run and not on the driver: a chunk's source records of ``[source_begin,
+source_end)`` and target records of ``[target_begin, target_end)`` are read by the task that verifies it, with
+confluent-kafka, which returns only counts, two digests and (when they differ) the first difference. Records never
+pass through the Spark driver, so verification scales with the executors, as the copy does.
 
-Each side is read ``read_committed`` (aborted records and transaction markers are not records) and folded into
-its digest batch by batch; the two sides are compared position by position only until they first differ, then
-``LOOKAHEAD`` more records per side are kept to classify the difference (``compare.first_difference``), and the
-rest is only read and digested. A source whose log start passed the chunk's begin (retention) makes the chunk
+Each side is read ``read_committed`` (aborted records and transaction markers are not records) into a ``_Range``,
+which folds it into its digest batch by batch. Many ranges share one consumer (``reader``): the first pass only
+digests. A chunk whose digests differ is read again here, both sides in lockstep (``_Side``, a consumer each), until
+they first differ; then ``LOOKAHEAD`` more records per side are kept to classify the difference
+(``compare.first_difference``). A source whose log start passed the chunk's begin (retention) makes the chunk
 *unverifiable*, never *different*: what is gone cannot be compared.
 """
 
@@ -21,11 +22,15 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
+from ..clients import bounded_reader
 from .compare import LOOKAHEAD, Difference, first_difference
 from .records import Fields, encode_fields, new_digest
 
-#: Records asked of the consumer per call; a call costs about the same for one record as for thousands.
+#: Records taken from the consumer per call at most (what it already holds: see ``next_batch``).
 BATCH = 20_000
+
+#: The longest a reader blocks in one poll while it waits for records (it returns as soon as any arrive).
+POLL_S = 0.5
 
 #: The embedded test broker answers a fetch with a partition's whole backlog (see the platform notes): a large
 #: receive limit lets librdkafka accept it. Harmless against Apache Kafka, which honours fetch sizes.
@@ -34,7 +39,7 @@ _RECEIVE_MAX = 200 * 1024 * 1024
 
 @dataclass(frozen=True)
 class ChunkSpec:
-    """What one task verifies (plain values: it travels to executors by pickling)."""
+    """What one chunk verifies (plain values: it travels to executors by pickling)."""
 
     index: int
     topic: str
@@ -52,6 +57,8 @@ class ChunkSpec:
     timeout_s: float = 60.0
     lookahead: int = LOOKAHEAD
     end_is_record: bool = False  # the ends are the next chunk's first record: a difference at the end names them
+    source_low: int = 0  # each side's log start when the plan was made: reading starts no earlier
+    target_low: int = 0
 
 
 @dataclass
@@ -87,6 +94,13 @@ class ChunkResult:
         return asdict(self)
 
 
+def new_result(spec: ChunkSpec) -> ChunkResult:
+    """An empty result for ``spec`` (its ranges, nothing read yet)."""
+    return ChunkResult(
+        spec.index, spec.topic, spec.partition, spec.source_begin, spec.source_end, spec.target_begin, spec.target_end
+    )
+
+
 class _Truncated(Exception):
     """The side's log start passed the offsets to read: those records are gone."""
 
@@ -95,8 +109,36 @@ class _Truncated(Exception):
         self.log_start = log_start
 
 
-class _Side:
-    """One side of a chunk: its committed records in ``[begin, end)`` in order, in batches, digested as read."""
+class _TargetTruncated(_Truncated):
+    """The target's log start passed the chunk's target begin (its own retention deleted the copies)."""
+
+
+def record_failure(result: ChunkResult, spec: ChunkSpec, exc: BaseException) -> None:
+    """Put what stopped a chunk into its result: records retention deleted (unverifiable), else an error."""
+    if isinstance(exc, _TargetTruncated):
+        result.unverifiable = (
+            f"the target's log starts at {exc.log_start}, after {spec.target_begin}: its copies were deleted "
+            "on the target (retention)"
+        )
+    elif isinstance(exc, _Truncated):
+        result.unverifiable = (
+            f"the source's log starts at {exc.log_start}: records from {spec.source_begin} were deleted on the "
+            "source (retention) before they could be compared"
+        )
+    else:
+        result.error = (
+            f"{spec.topic}[{spec.partition}] offsets {spec.source_begin}..{spec.source_end - 1}: "
+            f"{type(exc).__name__}: {exc}"
+        )
+
+
+class _Range:
+    """One side of a chunk: its committed records in ``[begin, end)``, in order, digested as they are handed in.
+
+    Whoever reads the partition hands its records in (``take``) and its end-of-partition position (``reached``);
+    ``done`` once the range is complete, ``failure`` when it cannot be (truncated, an error). Records are kept for
+    the lockstep comparison only while ``keep``.
+    """
 
     def __init__(
         self,
@@ -105,7 +147,6 @@ class _Side:
         partition: int,
         begin: int,
         end: int,
-        fetch: int,
         expect_record: bool,
         timeout: float,
     ) -> None:
@@ -114,41 +155,41 @@ class _Side:
         self.digest = new_digest()
         self.count = 0
         self.done = begin >= end
+        self.failure: BaseException | None = None
         self.offsets: list[int] = []  # kept records not yet compared (see keep)
         self.recs: list[Fields] = []
         self.pos = 0
         self.keep = True  # buffer records for the comparison (off once the first difference is known)
+        self.start = begin  # where a reader starts fetching it (at most ``begin``)
         self._first = True
-        self._consumer: Consumer | None = None
-        if not self.done:
-            self._consumer = _consumer(config)
-            low, _high = self._consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
-            if begin < low:
-                self.close()
-                raise _Truncated(low)
-            self._consumer.assign([TopicPartition(topic, partition, max(min(fetch, begin), low))])
-        self._last_progress = time.monotonic()
-
-    def close(self) -> None:
-        if self._consumer is not None:
-            self._consumer.close()
-            self._consumer = None
 
     def available(self) -> int:
         return len(self.recs) - self.pos
 
-    def fill(self) -> None:
-        """Read one more batch: digest it, and keep it for comparison while ``keep``; sets ``done`` at the end."""
-        if self.done or self._consumer is None:
-            return
-        messages = self._read()
+    def take(self, messages: list[Any]) -> None:
+        """Fold in consumed records of this partition (in offset order, no events); records outside ``[begin,
+        end)`` are dropped, and one at or past ``end - 1`` completes the range."""
+        begin, end = self.begin, self.end
+        if messages and (messages[0].offset() < begin or messages[-1].offset() >= end - 1):
+            self.done = self.done or messages[-1].offset() >= end - 1
+            messages = [m for m in messages if begin <= m.offset() < end]
+        self._add(messages)
+
+    def reached(self, position: int) -> None:
+        """The partition's end-of-partition event, the reader at ``position``: complete when that is past the end
+        (a range ending in a transaction marker or aborted records learns it only so)."""
+        if position >= self.end and not self.done:
+            self.done = True
+            self._add([])
+
+    def _add(self, messages: list[Any]) -> None:
         if self._first and (messages or self.done):
             self._first = False
             first = messages[0].offset() if messages else self.end
             if self.expect_record and first > self.begin:
                 messages = _skipped(self.config, self.topic, self.partition, self.begin, first, self.timeout) + messages
         if not messages:
-            return self.close() if self.done else None
+            return
         # Columns, one comprehension each: no Python function call per record (measured: 0.55 us a record for the
         # four, against 3 us for one comprehension of tuples transposed by zip(*...)).
         keys = [m.key() for m in messages]
@@ -163,54 +204,91 @@ class _Side:
                 self.pos = 0
             self.offsets += [m.offset() for m in messages]
             self.recs += zip(keys, values, headers, [stamp for _, stamp in stamps], strict=True)
-        if self.done:
-            self.close()
-        return None
 
-    def _read(self) -> list[Any]:
-        """The next batch of this side's records in ``[begin, end)`` (consumed messages, errors handled)."""
+
+class _Side(_Range):
+    """A ``_Range`` with a consumer of its own, read a batch at a time (``fill``): the lockstep comparison."""
+
+    def __init__(
+        self,
+        config: dict[str, Any],
+        topic: str,
+        partition: int,
+        begin: int,
+        end: int,
+        fetch: int,
+        expect_record: bool,
+        timeout: float,
+    ) -> None:
+        super().__init__(config, topic, partition, begin, end, expect_record, timeout)
+        self._consumer: Consumer | None = None
+        if not self.done:
+            self._consumer = consumer(config)
+            low, _high = self._consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
+            if begin < low:
+                self.close()
+                raise _Truncated(low)
+            self._consumer.assign([TopicPartition(topic, partition, max(min(fetch, begin), low))])
+        self._last_progress = time.monotonic()
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+    def fill(self) -> None:
+        """Read one more batch: digest it, and keep it for comparison while ``keep``; sets ``done`` at the end."""
+        if self.done or self._consumer is None:
+            return
         consumer = self._consumer
-        assert consumer is not None
-        begin, end = self.begin, self.end
-        batch = consumer.consume(BATCH, timeout=0.2)
+        batch = next_batch(consumer, min(POLL_S, self.timeout))
         events = [m for m in batch if m.error() is not None]
         messages = [m for m in batch if m.error() is None] if events else batch
+        self.take(messages)  # before the events: an end-of-partition event follows the records it comes after
         for event in events:
             error = event.error()
             if error.code() == KafkaError._PARTITION_EOF:
-                position = consumer.position([TopicPartition(self.topic, self.partition)])[0].offset
-                self.done = self.done or position >= end
+                self.reached(consumer.position([TopicPartition(self.topic, self.partition)])[0].offset)
             elif error.code() == KafkaError._AUTO_OFFSET_RESET:
                 low, _ = consumer.get_watermark_offsets(TopicPartition(self.topic, self.partition), self.timeout)
                 raise _Truncated(low)
             else:
                 raise RuntimeError(f"reading {self.topic}[{self.partition}]: {error.name()} ({error.str()})")
-        if messages and (messages[0].offset() < begin or messages[-1].offset() >= end - 1):
-            self.done = self.done or messages[-1].offset() >= end - 1
-            messages = [m for m in messages if begin <= m.offset() < end]
-        if messages or self.done:
+        if batch:
             self._last_progress = time.monotonic()
         elif time.monotonic() - self._last_progress > self.timeout:
             position = consumer.position([TopicPartition(self.topic, self.partition)])[0].offset
             raise TimeoutError(
                 f"reading {self.topic}[{self.partition}]: no progress for {self.timeout:.0f} s at offset {position} "
-                f"(reading up to {end})"
+                f"(reading up to {self.end})"
             )
-        return messages
+        if self.done:
+            self.close()
 
 
-def _consumer(config: dict[str, Any]) -> Consumer:
-    """A read_committed consumer that never resets silently: a position retention deleted is an error."""
+def next_batch(consumer: Consumer, wait: float) -> list[Any]:
+    """What ``consumer`` holds now (messages and events, at most ``BATCH``), waiting up to ``wait`` s only while it
+    holds nothing.
+
+    Why not ``consume(BATCH, timeout)``: that returns early only once ``BATCH`` messages arrived, so a range with
+    fewer records left to read waited the whole timeout, call after call (0.2 s on each side of every chunk: 0.4 s
+    a partition, whatever its size). ``poll`` returns as soon as anything arrives; the rest of what librdkafka
+    already fetched is then taken without waiting.
+    """
+    first = consumer.poll(wait)
+    if first is None:
+        return []
+    return [first, *consumer.consume(BATCH - 1, 0)]
+
+
+def consumer(config: dict[str, Any]) -> Consumer:
+    """A read_committed bounded reader (``clients.bounded_reader``) that never resets silently: a position
+    retention deleted is an error."""
     return Consumer(
-        {
-            "receive.message.max.bytes": _RECEIVE_MAX,
-            "max.partition.fetch.bytes": 8 * 1024 * 1024,
-            **config,
-            "isolation.level": "read_committed",
-            "enable.partition.eof": True,
-            "enable.auto.commit": False,
-            "auto.offset.reset": "error",
-        }
+        bounded_reader(
+            {"receive.message.max.bytes": _RECEIVE_MAX, "max.partition.fetch.bytes": 8 * 1024 * 1024, **config},
+            **{"isolation.level": "read_committed", "auto.offset.reset": "error"},
+        )
     )
 
 
@@ -222,11 +300,11 @@ def _skipped(config: dict[str, Any], topic: str, partition: int, begin: int, fir
     Kafka never does). A fetch from an earlier offset finds them: earlier offsets are tried, doubling the
     distance back to the log start, as the copier does (``replication.copy._skipped_committed``). Rare.
     """
-    consumer = _consumer(config)
+    reader = consumer(config)
     try:
-        low, _ = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
+        low, _ = reader.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
     finally:
-        consumer.close()
+        reader.close()
     back = 1
     while True:
         start = max(low, begin - back)
@@ -239,22 +317,22 @@ def _skipped(config: dict[str, Any], topic: str, partition: int, begin: int, fir
 def _read_plain(
     config: dict[str, Any], topic: str, partition: int, start: int, end: int, timeout: float
 ) -> Iterator[Any]:
-    consumer = _consumer(config)
+    reader = consumer(config)
     try:
-        consumer.assign([TopicPartition(topic, partition, start)])
+        reader.assign([TopicPartition(topic, partition, start)])
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            message = consumer.poll(0.5)
+            message = reader.poll(0.5)
             if message is None:
                 continue
             if message.error() or message.offset() >= end:
                 return
             yield message
     finally:
-        consumer.close()
+        reader.close()
 
 
-def _sides(spec: ChunkSpec, *, keep: bool) -> tuple[_Side, _Side]:
+def _sides(spec: ChunkSpec) -> tuple[_Side, _Side]:
     """Both sides of a chunk, positioned; ``_Truncated`` from the target is re-raised as ``_TargetTruncated``."""
     source = _Side(
         spec.source_consumer,
@@ -280,60 +358,22 @@ def _sides(spec: ChunkSpec, *, keep: bool) -> tuple[_Side, _Side]:
     except _Truncated as exc:
         source.close()
         raise _TargetTruncated(exc.log_start) from None
-    source.keep = target.keep = keep
     return source, target
 
 
-class _TargetTruncated(_Truncated):
-    """The target's log start passed the chunk's target begin (its own retention deleted the copies)."""
-
-
-def verify_chunk(spec: ChunkSpec) -> ChunkResult:
-    """Verify one chunk; never raises (a failure is the result's ``error``), so one bad chunk hides no other.
-
-    Two passes: the first only reads and digests both sides (the usual case ends there: equal counts and digests);
-    only a chunk whose digests differ is read again, in lockstep, to name its first difference. Keeping and
-    comparing every record in the first pass cost about a tenth more, for nothing when the copy is right.
-    """
-    started = time.monotonic()
-    result = ChunkResult(
-        spec.index, spec.topic, spec.partition, spec.source_begin, spec.source_end, spec.target_begin, spec.target_end
-    )
+def name_difference(spec: ChunkSpec, result: ChunkResult) -> None:
+    """Read a chunk whose digests differ again, both sides in lockstep, and put its first difference in ``result``
+    (never raises: a failure is the result's ``error``). Only such chunks pay it: keeping and comparing every record
+    in the first pass cost about a tenth more, for nothing when the copy is right."""
     try:
-        source, target = _sides(spec, keep=False)
+        source, target = _sides(spec)
         try:
-            while not (source.done and target.done):
-                source.fill()  # alternately: both consumers keep fetching while the other side is digested
-                target.fill()
+            result.difference = _compare(source, target, spec.lookahead, spec.end_is_record)
         finally:
             source.close()
             target.close()
-        result.source_records, result.target_records = source.count, target.count
-        result.source_digest, result.target_digest = source.digest.hexdigest(), target.digest.hexdigest()
-        if not result.identical:
-            source, target = _sides(spec, keep=True)
-            try:
-                result.difference = _compare(source, target, spec.lookahead, spec.end_is_record)
-            finally:
-                source.close()
-                target.close()
-    except _TargetTruncated as exc:
-        result.unverifiable = (
-            f"the target's log starts at {exc.log_start}, after {spec.target_begin}: its copies were deleted "
-            "on the target (retention)"
-        )
-    except _Truncated as exc:
-        result.unverifiable = (
-            f"the source's log starts at {exc.log_start}: records from {spec.source_begin} were deleted on the "
-            "source (retention) before they could be compared"
-        )
     except Exception as exc:  # noqa: BLE001 - reported per chunk; the driver turns it into exit code 2
-        result.error = (
-            f"{spec.topic}[{spec.partition}] offsets {spec.source_begin}..{spec.source_end - 1}: "
-            f"{type(exc).__name__}: {exc}"
-        )
-    result.seconds = round(time.monotonic() - started, 3)
-    return result
+        record_failure(result, spec, exc)
 
 
 def _compare(source: _Side, target: _Side, lookahead: int, end_is_record: bool) -> dict[str, Any] | None:
@@ -419,4 +459,4 @@ def _scan(side: _Side, wanted: Fields) -> tuple[int, int] | None:
         side.fill()
 
 
-__all__ = ["ChunkResult", "ChunkSpec", "verify_chunk"]
+__all__ = ["ChunkResult", "ChunkSpec", "consumer", "name_difference", "new_result", "next_batch", "record_failure"]

@@ -10,8 +10,15 @@ record another producer wrote, a duplicated range, a record the copy never wrote
 chunk. Anchors need not be complete: a run expired from the syncs only makes a chunk longer. MM2's syncs (no
 run) pin one record each and are anchors too.
 
-A new run that overlaps copied offsets (a topic recreated, a partition copied again from its start) makes
-older runs describe another log: they are dropped, as ``checkpoints.translate`` drops them.
+A new run that overlaps copied offsets (a range copied again after its progress was lost, at-least-once; a
+topic recreated, copied again from its start) supersedes what older runs say from its start on: those parts are
+dropped, and what older runs say before it is kept. Translation keeps only the newest copy of a record
+(``checkpoints.translate`` drops all older runs); verification must also know where the older copies are, so that
+they fall inside a chunk and show as records the target holds twice, not outside every chunk, unseen.
+
+What comes before the first chunk on the target is compared too when nothing can legitimately be there
+(``plan_spans``' ``target_start``): the whole source partition is verified from offset 0, so every target record
+must be the copy of one of its records.
 """
 
 from __future__ import annotations
@@ -73,27 +80,49 @@ def runs_by_partition(syncs: Iterable[OffsetSync]) -> dict[tuple[str, int], list
         runs = found.setdefault((sync.topic, sync.partition), {})
         latest = max((a.end_upstream for a in runs.values()), default=-1)
         if sync.run is None:
-            if sync.upstream_offset < latest:
-                runs.clear()  # an upstream rewind (MM2 after a topic was recreated)
+            pinned = runs.get(sync.upstream_offset)
+            if sync.upstream_offset < latest or (pinned is not None and pinned.downstream != sync.downstream_offset):
+                _supersede(runs, sync.upstream_offset)  # an upstream rewind: MM2 copying again
             pin = Anchor(sync.upstream_offset, sync.downstream_offset, sync.upstream_offset, sync.downstream_offset)
             runs.setdefault(sync.upstream_offset, pin)
             continue
         start_u, start_d = sync.run.run_start_upstream, sync.run.run_start_downstream
         known = runs.get(start_u)
         if (known is None and start_u <= latest) or (known is not None and known.downstream != start_d):
-            runs.clear()  # copied again over copied offsets: older runs describe another log
+            _supersede(runs, start_u)  # copied again from start_u: older copies from there on are not the copy
             known = None
         if known is None or known.end_upstream < sync.upstream_offset:
             runs[start_u] = Anchor(start_u, start_d, sync.upstream_offset, sync.downstream_offset)
     return {key: [runs[u] for u in sorted(runs)] for key, runs in found.items() if runs}
 
 
+def _supersede(runs: dict[int, Anchor], upstream: int) -> None:
+    """Drop what ``runs`` say from source offset ``upstream`` on: runs starting there or later go, a run across it
+    ends just before it (one to one, so its end on the target follows)."""
+    for start, anchor in list(runs.items()):
+        if start >= upstream:
+            del runs[start]
+        elif anchor.end_upstream >= upstream:
+            last = upstream - 1
+            runs[start] = Anchor(start, anchor.downstream, last, anchor.downstream + (last - start))
+
+
 def plan_spans(
-    anchors: list[Anchor], start: int, end: int, target_end: int, chunk_records: int
+    anchors: list[Anchor], start: int, end: int, target_end: int, chunk_records: int, target_start: int | None = None
 ) -> tuple[list[Span], list[Unverifiable]]:
     """Chunks covering source ``[start, end)`` (the copied range both sides hold), cut at anchors about every
     ``chunk_records`` source offsets, the last one ending at ``target_end`` on the target (so records after the
-    last copy are compared too: there should be none). What no anchor reaches is unverifiable."""
+    last copy are compared too: there should be none). What no anchor reaches is unverifiable.
+
+    ``target_start``: the remote partition's log start, when every target record must be the copy of a source
+    record from ``start`` on (the whole source partition is verified from offset 0: no source record was ever
+    before it). The first chunk then begins there on the target, so records before the first known copy (a range
+    copied twice, records another producer wrote before the copy began) are compared, not skipped. A target log
+    start past 0 extends only a first chunk that begins inside a run: its first copy is known, and anything before
+    it on the target copies nothing; before an unanchored gap, the target's retention may have deleted copies of
+    some of the gap's records, which would make the rest look misplaced. A partition with no anchor at all stays
+    unverifiable: nothing says where its copy began (a copy that started at the source's end copied nothing before).
+    """
     if start >= end:
         return [], []
     usable = [a for a in anchors if a.end_upstream >= start and a.upstream < end]
@@ -116,6 +145,8 @@ def plan_spans(
             )
         begin_u, begin_d = first.upstream, first.downstream
     fetch_d = max(previous[-1].end_downstream + 1, begin_d - 1) if previous and inside is None else begin_d
+    if target_start is not None and target_start < begin_d and (inside is not None or target_start == 0):
+        begin_u, begin_d, fetch_d, on_record, gaps = start, target_start, target_start, False, []
     spans: list[Span] = []
     cuts = [cut for cut in _cuts(usable, begin_u, chunk_records) if begin_u < cut[0] < end]
     for upstream, downstream, fetch in cuts:

@@ -3,8 +3,10 @@
 Per source partition: the range both sides hold is the source's log start (or the requested start) up to the
 copied position (the stored progress + 1, MM2's place, so a range MM2 copied is in it too); the target side
 ends at the remote partition's last stable offset, so a record written after the last copy is compared too
-(it should not be there). Progress and target end are read until two reads of the progress agree around the
-target end: a copy committing meanwhile would otherwise look like extra records.
+(it should not be there), and, when the whole source partition is verified from offset 0, begins at the remote
+partition's log start, so a record before the first known copy is compared too (``mapping.plan_spans``).
+Progress and target end are read until two reads of the progress agree around the target end: a copy committing
+meanwhile would otherwise look like extra records.
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ class PartitionPlan:
     remote_topic: str
     partition: int
     spans: list[Span] = field(default_factory=list)
+    source_low: int = 0  # each side's log start when planned: chunks read no earlier
+    target_low: int = 0
     unverifiable: list[Unverifiable] = field(default_factory=list)
     note: str = ""
     error: str | None = None
@@ -80,22 +84,24 @@ def read_anchors(flow: FlowConfig, timeout: float) -> dict[tuple[str, int], list
 
 def progress_and_target_ends(
     flow: FlowConfig, remote_tps: list[TopicPartition], timeout: float
-) -> tuple[dict[tuple[str, int], StoredProgress], dict[tuple[str, int], int | str]]:
-    """The stored progress and the remote partitions' ends, read so that no copy committed in between."""
+) -> tuple[dict[tuple[str, int], StoredProgress], dict[tuple[str, int], int | str], dict[tuple[str, int], int | str]]:
+    """The stored progress and the remote partitions' ends, read so that no copy committed in between; and their
+    log starts."""
     config = clients.client_properties(flow, "target", "consumer")
     admin = clients.admin(flow, "target")
+    lows = list_offsets(admin, remote_tps, OffsetSpec.earliest(), timeout)
     before = read_stored_progress(config, progress_topic(flow.source), flow.source, timeout=timeout)
     for _ in range(_PROGRESS_READS):
         ends = list_offsets(admin, remote_tps, OffsetSpec.latest(), timeout)
         after = read_stored_progress(config, progress_topic(flow.source), flow.source, timeout=timeout)
         if {k: v.offset for k, v in after.items()} == {k: v.offset for k, v in before.items()}:
-            return after, ends
+            return after, ends, lows
         before = after
         time.sleep(0.2)
     log.warning(
         "%s: the copy kept committing while verification started; records it copies now may show as extra", flow.name
     )
-    return before, ends
+    return before, ends, lows
 
 
 def start_offsets(
@@ -141,32 +147,57 @@ def plan_partitions(
     ends = list_offsets(source_admin, tps, OffsetSpec.latest(), timeout)
     starts = start_offsets(source_admin, tps, since_ms, from_offsets, timeout)
     remote_tps = [TopicPartition(remote[tp.topic], tp.partition) for tp in tps]
-    stored, target_ends = progress_and_target_ends(flow, remote_tps, timeout)
+    stored, target_ends, target_lows = progress_and_target_ends(flow, remote_tps, timeout)
     anchors = read_anchors(flow, timeout)
     result = []
     for tp in tps:
         key = (tp.topic, tp.partition)
         plan = PartitionPlan(tp.topic, remote[tp.topic], tp.partition)
         result.append(plan)
-        low, end, target_end = lows[key], ends[key], target_ends[(remote[tp.topic], tp.partition)]
-        for name, value in (("source", low), ("source", end), ("target", target_end)):
+        remote_key = (remote[tp.topic], tp.partition)
+        low, end, target_low, target_end = lows[key], ends[key], target_lows[remote_key], target_ends[remote_key]
+        for name, value in (("source", low), ("source", end), ("target", target_low), ("target", target_end)):
             if isinstance(value, str):
                 plan.error = f"{tp.topic}[{tp.partition}]: cannot list the {name}'s offsets: {value}"
         if plan.error:
             continue
-        assert isinstance(low, int) and isinstance(end, int) and isinstance(target_end, int)
+        assert isinstance(low, int) and isinstance(end, int)
+        assert isinstance(target_low, int) and isinstance(target_end, int)
+        plan.source_low, plan.target_low = low, target_low
         if key not in stored:
             plan.note = "not copied yet (no stored progress)"
             continue
         copied_end = min(stored[key].offset + 1, end)
-        _plan_one(plan, anchors.get(key, []), starts[key], low, copied_end, target_end, chunk_records)
+        whole = since_ms is None and key not in (from_offsets or {})
+        _plan_one(
+            plan,
+            anchors.get(key, []),
+            starts[key],
+            low,
+            copied_end,
+            target_end,
+            chunk_records,
+            target_low=target_low if whole else None,
+        )
     return result
 
 
 def _plan_one(
-    plan: PartitionPlan, anchors: list[Anchor], requested: int, low: int, end: int, target_end: int, chunk_records: int
+    plan: PartitionPlan,
+    anchors: list[Anchor],
+    requested: int,
+    low: int,
+    end: int,
+    target_end: int,
+    chunk_records: int,
+    target_low: int | None = None,
 ) -> None:
-    """Chunks of one partition, and the range retention deleted on the source before it could be compared."""
+    """Chunks of one partition, and the range retention deleted on the source before it could be compared.
+
+    ``target_low``: the remote partition's log start when the verification was asked for no start of its own (no
+    ``--since``, no ``--from-offsets`` for it): if the source partition still holds offset 0, every target record
+    must then be a copy of one of its records, and the first chunk begins at the target's log start.
+    """
     start = max(requested, low)
     first_copied = anchors[0].upstream if anchors else None
     if first_copied is not None and requested < low and first_copied < low:
@@ -182,7 +213,8 @@ def _plan_one(
     if start >= end:
         plan.note = plan.note or "nothing copied in the requested range"
         return
-    plan.spans, gaps = plan_spans(anchors, start, end, target_end, chunk_records)
+    whole = target_low if start == 0 else None
+    plan.spans, gaps = plan_spans(anchors, start, end, target_end, chunk_records, target_start=whole)
     plan.unverifiable += gaps
 
 
@@ -211,6 +243,8 @@ def chunk_specs(flow: FlowConfig, plans: list[PartitionPlan], timeout: float) ->
                     source_consumer=source,
                     target_consumer=target,
                     timeout_s=timeout,
+                    source_low=plan.source_low,
+                    target_low=plan.target_low,
                 )
             )
     return specs
