@@ -204,35 +204,17 @@ def create_app() -> FastAPI:
     return app
 
 
-def status_body(
-    flow: str | None = None,
-    topic: str | None = None,
-    family: str | None = None,
-    offset: int = 0,
-    limit: int | None = None,
-    topics_offset: int = 0,
-    topics_limit: int | None = None,
-) -> dict[str, Any]:
+def status_body(flow: str | None = None, **paging: Any) -> dict[str, Any]:
     """What ``/api/status`` answers: the flows' figures, their DAG ids and thresholds, and the figures' age.
 
-    Per flow, ``partitions`` (worst first) and ``topics`` (one row per source topic, worst first) are filtered
-    by ``topic`` (part of the name, any case) and ``family``, and paged by ``offset``/``limit`` and
-    ``topics_offset``/``topics_limit``; ``partitions_page``/``topics_page`` say which rows of how many matching,
+    Per flow, ``partitions`` (worst first) and ``topics`` (one row per source topic, worst first) are filtered and
+    paged by ``paging`` (``StatusPages.page``'s arguments: ``topic``, ``family``, ``offset``/``limit``,
+    ``topics_offset``/``topics_limit``); ``partitions_page``/``topics_page`` say which rows of how many matching,
     ``partitions_total``/``topics_total`` count them all. Without a limit every row is there, as before.
     """
     snap = CACHE.get()
     flows = [
-        {
-            **pages.page(
-                topic=topic,
-                family=family,
-                offset=offset,
-                limit=limit,
-                topics_offset=topics_offset,
-                topics_limit=topics_limit,
-            ),
-            **extra,
-        }
+        {**pages.page(**paging), **extra}
         for pages, extra in zip(snap.pages, snap.extras, strict=True)
         if flow is None or extra["flow"] == flow
     ]
