@@ -562,12 +562,17 @@ class _Run:
         )
 
     def _family_of(self, topic: str) -> str:
-        """The family ``topic`` is copied under (its transactional ids are the family's, see ``copy``)."""
+        """The family ``topic`` is copied under (its transactional ids are the family's, see ``copy``); ``*`` for a
+        topic no family of the flow claims (a failback copies chosen topics back along a flow that may have none)."""
         if self.family is not None:
             return self.family
         name = self.topic_families.get(topic)
         if name is None:
-            name = self.topic_families[topic] = self.flow.family_of(topic).name
+            try:
+                name = self.flow.family_of(topic).name
+            except (KeyError, ValueError):  # no family claims it (no default family), or two do
+                name = "*"
+            self.topic_families[topic] = name
         return name
 
     def _count(self, part: PartitionReport, result: UnitResult) -> None:
