@@ -1,25 +1,35 @@
-"""Benchmark: checkpoint staleness and the cost of one checkpoint run, side by side with MM2's defaults.
+"""Benchmark: checkpoint staleness, and the cost of the checkpoints DAG on a whole-cluster flow.
 
 Why this exists: MM2 checkpoints on a fixed clock (``emit.checkpoints.interval.seconds`` 60) and writes
 target group offsets on another (``sync.group.offsets.interval.seconds`` 60), so a failed-over consumer
 resumes from offsets up to ~2-3 minutes old (mm2-behaviour 2.5-2.6). mirrorflow runs the same work as
 short Airflow tasks (``emit_checkpoints`` then ``sync_group_offsets``), scheduled on the mirror DAG's
 asset events or every N seconds. Whether that is better depends on how long one run takes, and one run
-reads the whole offset-syncs and checkpoints topics and asks the source about every group; this script
-measures both on real (embedded) brokers so the claim can be checked and re-checked after changes.
+reads the whole offset-syncs, progress and checkpoints topics and asks the source about every group; this
+script measures both on real (embedded) brokers so the claim can be checked and re-checked after changes:
 
-It is a benchmark, not a test: it never asserts timings. It starts its own two noida-db clusters (temp
-state dir, free ports) and always stops them, also on Ctrl-C, SIGTERM or an exception.
+1. commit-to-checkpoint latency: a group commits, one emit + sync run, how long until the target has it;
+2. a whole-cluster flow (default 1,000 topics x 10 partitions, created with one ``create_topics`` call, 3
+   records in each partition, copied once by an in-process ``replicate`` so offset syncs exist) and G groups
+   (default 500) each committed on 20 of its partitions: ``emit_checkpoints`` and ``sync_group_offsets`` as the
+   DAG's tasks call them, first with everything new, then with nothing changed; per call the wall time, the CPU
+   of this process (librdkafka's threads included) and of both brokers, and the admin requests it made
+   (``kafka_calls``). The target, at 1,000 x 10 and 500 groups: emit + sync within 5 s on 2 cores.
 
-    .venv/bin/python benchmarks/checkpoints.py                  # 1,000 groups x 20 partitions
-    .venv/bin/python benchmarks/checkpoints.py --quick          # smoke run: 20 groups x 4 partitions
-    .venv/bin/python benchmarks/checkpoints.py --profile        # + cProfile: where the time of each run goes
+It is a benchmark, not a test: it never asserts timings. Each size gets its own two noida-db clusters (temp
+state dir, free ports), always stopped, also on Ctrl-C, SIGTERM or an exception.
+
+    .venv/bin/python benchmarks/checkpoints.py                                  # 1,000 x 10, 500 groups
+    .venv/bin/python benchmarks/checkpoints.py --sizes 200x10,1000x10 --skip-latency   # and how it grows
+    .venv/bin/python benchmarks/checkpoints.py --quick                          # smoke run: 20 x 2, 10 groups
+    .venv/bin/python benchmarks/checkpoints.py --profile                        # + cProfile of every run
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import io
 import logging
 import os
@@ -28,15 +38,17 @@ import statistics
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, TypeVar
 
 from _common import (
     FLOW,
     INTERRUPTED,
     PREFIX,
-    commit_many,
+    Clusters,
     create_topic,
     embedded_clusters,
     mm2_properties,
@@ -47,16 +59,25 @@ from _common import (
     spread,
     table,
     timed,
+    tree_cpu_seconds,
+    wait_until_quiet,
 )
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
+from mirrorflow import kafka_calls
 from mirrorflow.checkpoints.emit import CheckpointReport, emit_checkpoints, read_checkpoints
 from mirrorflow.checkpoints.groupsync import SyncReport, sync_group_offsets
+from mirrorflow.checkpoints.state import add_syncs, latest_checkpoints
+from mirrorflow.checkpoints.translate import OffsetTranslator
 from mirrorflow.config import parse_config
 from mirrorflow.config.model import MirrorConfig
+from mirrorflow.replication.copy import close_kept_clients
 from mirrorflow.replication.executor import LocalExecutor
 from mirrorflow.replication.run import RunReport, replicate
+from mirrorflow.wire import Checkpoint, CopiedRun, OffsetSync
+
+T = TypeVar("T")
 
 #: MM2 defaults the comparison uses (mm2-behaviour 2.2, 2.5, 2.6); mirrorflow reads the same keys.
 MM2_EMIT_INTERVAL_S = 60
@@ -175,97 +196,7 @@ def measure_latency(primary: str, backup: str, repeats: int, profile: bool = Fal
 
 
 # ----------------------------------------------------------------------------------------------------
-# 2. One checkpoint run at scale
-# ----------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class ScaleResult:
-    groups: int
-    partitions: int
-    records_per_partition: int
-    setup_seconds: float = 0.0
-    commit_seconds: float = 0.0
-    emit: CheckpointReport | None = None
-    emit_seconds: float = 0.0
-    sync: SyncReport | None = None
-    sync_seconds: float = 0.0
-    emit_again: CheckpointReport | None = None
-    emit_again_seconds: float = 0.0
-    sync_again: SyncReport | None = None
-    sync_again_seconds: float = 0.0
-    kinds: Counter[str] = field(default_factory=Counter)
-    max_rereads: int = 0
-    rss_before: float = 0.0
-    peak_after_setup: float = 0.0
-    peak_after_emit: float = 0.0
-    peak_after_all: float = 0.0
-
-
-def measure_scale(
-    primary: str, backup: str, groups: int, partitions: int, per_partition: int, profile: bool
-) -> ScaleResult:
-    """``groups`` groups committed on all ``partitions`` partitions, then one emit + sync, and a no-op repeat."""
-    config = flow_config(primary, backup)
-    flow = config.flow("primary", "backup")
-    topic = f"{PREFIX}.scale"
-    result = ScaleResult(groups, partitions, per_partition)
-    started = time.perf_counter()
-    create_topic(primary, topic, partitions)
-    produce(primary, topic, partitions, per_partition, "s")
-    report = checked_replicate(config)
-    result.setup_seconds = time.perf_counter() - started
-    say(f"  topic {topic}: {partitions} partitions x {per_partition} records replicated in {report.seconds:.2f} s")
-
-    names = [f"{PREFIX}-g{g:05d}" for g in range(groups)]
-
-    def offset_of(g: int, p: int) -> int:
-        """Spread the committed offsets over 0..end, different per group and partition."""
-        return (g * 7 + p * 13) % (per_partition + 1)
-
-    say(f"committing {groups} groups x {partitions} partitions on the source (AdminClient, one request per group)")
-    _, result.commit_seconds = timed(lambda: commit_many(primary, topic, names, offset_of, partitions))
-    say(f"  setup (topic, records, replication) {result.setup_seconds:.2f} s, commits {result.commit_seconds:.2f} s")
-    result.rss_before = rss_mib()
-    result.peak_after_setup = peak_rss_mib()
-
-    say("timing emit_checkpoints (first run: every (group, partition) is new)")
-    result.emit, result.emit_seconds = timed(lambda: emit_checkpoints(flow, timeout=600), profile, "emit_checkpoints")
-    result.peak_after_emit = peak_rss_mib()
-    say(f"  {result.emit.emitted} checkpoint(s) written in {result.emit_seconds:.2f} s")
-    mine = set(names)  # the run also covers the latency group; count only the groups made here
-    for g in result.emit.groups:
-        if g.group not in mine:
-            continue
-        result.kinds.update(p.kind for p in g.partitions)
-        result.max_rereads = max(result.max_rereads, g.max_rereads)
-
-    say("timing sync_group_offsets (first run: every target group is absent)")
-    result.sync, result.sync_seconds = timed(
-        lambda: sync_group_offsets(flow, timeout=600), profile, "sync_group_offsets"
-    )
-    say(f"  {sum(1 for g in result.sync.groups if g.written)} group(s) written in {result.sync_seconds:.2f} s")
-
-    say("timing a second emit_checkpoints + sync_group_offsets with nothing changed")
-    result.emit_again, result.emit_again_seconds = timed(
-        lambda: emit_checkpoints(flow, timeout=600), profile, "emit_checkpoints (nothing changed)"
-    )
-    result.sync_again, result.sync_again_seconds = timed(
-        lambda: sync_group_offsets(flow, timeout=600), profile, "sync_group_offsets (nothing changed)"
-    )
-    result.peak_after_all = peak_rss_mib()
-    say(
-        f"  {result.emit_again.emitted} checkpoint(s) in {result.emit_again_seconds:.2f} s, "
-        f"{sum(len(g.written) for g in result.sync_again.groups)} offset(s) in {result.sync_again_seconds:.2f} s"
-    )
-    errors = [*result.emit.errors, *result.sync.errors, *result.emit_again.errors, *result.sync_again.errors]
-    if errors:
-        say(f"  errors reported by the library: {errors[:5]}")
-    return result
-
-
-# ----------------------------------------------------------------------------------------------------
-# The table
+# 1b. The latency table
 # ----------------------------------------------------------------------------------------------------
 
 
@@ -309,69 +240,398 @@ def latency_rows(lat: LatencyResult) -> list[tuple[str, str, str]]:
     ]
 
 
-def scale_rows(s: ScaleResult) -> list[tuple[str, str, str]]:
-    assert s.emit and s.sync and s.emit_again and s.sync_again
-    pairs = s.groups * s.partitions
-    groups_written = sum(1 for g in s.sync.groups if g.written)
-    offsets_written = sum(len(g.written) for g in s.sync.groups)
-    kept = sum(len(g.kept) for g in s.sync_again.groups if g.group.startswith(f"{PREFIX}-g"))
-    kinds = ", ".join(f"{k} {s.kinds.get(k, 0)}" for k in ("exact", "approximate", "refused", "unavailable"))
-    size = f"{s.groups} groups x {s.partitions} partitions"
-    return [
-        (f"emit_checkpoints, {size}: wall time", f"{s.emit_seconds:.2f} s", "n/a (Connect task, every 60 s)"),
+# ----------------------------------------------------------------------------------------------------
+# 2. One checkpoint run on a whole-cluster flow
+# ----------------------------------------------------------------------------------------------------
+
+#: The size the targets are set for: 1,000 topics x 10 partitions, 500 groups, emit + sync within 5 s on 2 cores.
+TARGET_SIZE = (1000, 10, 500)
+TARGET_EMIT_SYNC_S = 5.0
+
+
+@dataclass
+class Step:
+    """One timed call: wall and CPU seconds (this process, librdkafka's threads included, and both brokers), the
+    Kafka calls it made (``kafka_calls``), and what it wrote."""
+
+    wall: float = 0.0
+    cpu: float = 0.0
+    broker_cpu: float = 0.0
+    calls: dict[str, Any] = field(default_factory=dict)
+    written: int = 0
+
+
+@dataclass
+class WideResult:
+    topics: int
+    partitions: int
+    groups: int
+    per_group: int
+    records: int
+    setup: dict[str, float] = field(default_factory=dict)
+    steps: dict[str, Step] = field(default_factory=dict)
+    syncs_read: int = 0
+    checkpoints_total: int = 0
+    kinds: Counter[str] = field(default_factory=Counter)
+    max_rereads: int = 0
+    groups_written: int = 0
+    kept: int = 0
+    xcom_seconds: float = 0.0
+    errors: list[str] = field(default_factory=list)
+    rss_before: float = 0.0
+    rss_after: float = 0.0
+    peak_rss: float = 0.0
+
+    @property
+    def label(self) -> str:
+        return f"{self.topics:,} x {self.partitions} partitions, {self.groups} groups x {self.per_group} partitions"
+
+    def emit_sync(self, when: str) -> float:
+        return self.steps[f"emit {when}"].wall + self.steps[f"sync {when}"].wall
+
+
+def create_topics(bootstrap: str, names: list[str], partitions: int, timeout: float = 300.0) -> None:
+    """Every topic in one batched ``create_topics`` call, then wait until metadata shows a leader everywhere."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    new = [NewTopic(n, num_partitions=partitions, replication_factor=1) for n in names]
+    for future in admin.create_topics(new, request_timeout=timeout).values():
+        future.result(timeout)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        known = admin.list_topics(timeout=60).topics
+        missing = [
+            n
+            for n in names
+            if (entry := known.get(n)) is None
+            or entry.error is not None
+            or len(entry.partitions) != partitions
+            or any(p.leader < 0 for p in entry.partitions.values())
+        ]
+        if not missing:
+            return
+        time.sleep(0.5)
+    raise TimeoutError(f"{len(missing)} of {len(names)} topics without leaders for {partitions} partition(s)")
+
+
+def produce_everywhere(bootstrap: str, names: list[str], partitions: int, per_partition: int) -> None:
+    """``per_partition`` small records into every partition of every topic, with one idempotent producer."""
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 20})
+    errors: list[str] = []
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is not None:
+            errors.append(str(err))
+
+    for topic in names:
+        for p in range(partitions):
+            for i in range(per_partition):
+                while True:
+                    try:
+                        producer.produce(topic, key=b"k%d" % i, value=b"v%d" % i, partition=p, on_delivery=on_delivery)
+                        break
+                    except BufferError:
+                        producer.poll(0.05)
+        producer.poll(0)
+    remaining = producer.flush(300)
+    if remaining or errors:
+        raise RuntimeError(f"{remaining} record(s) not delivered, errors: {errors[:3]}")
+
+
+def spread_commit(
+    bootstrap: str, groups: list[str], names: list[str], partitions: int, per_group: int, records: int
+) -> None:
+    """Group g commits on ``per_group`` partitions of the flow (consecutive from partition ``per_group * g``,
+    wrapping around it), at offsets 1..``records``: inside what was copied, so every checkpoint translates.
+
+    ``benchmarks/_common.commit_many`` over several topics: one AdminClient request per group, 100 in flight.
+    """
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # referenced until every future of a chunk resolved
+    width = len(names) * partitions
+    for start in range(0, len(groups), 100):
+        futures = {}
+        for g in range(start, min(start + 100, len(groups))):
+            tps = []
+            for k in range(min(per_group, width)):
+                index = (g * per_group + k) % width
+                tps.append(TopicPartition(names[index // partitions], index % partitions, 1 + (g * 7 + k) % records))
+            futures.update(admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(groups[g], tps)]))
+        for group, future in futures.items():
+            answer = future.result(120)
+            failed = [f"{tp.topic}/{tp.partition}: {tp.error}" for tp in answer.topic_partitions or [] if tp.error]
+            if failed:
+                raise RuntimeError(f"group {group}: commit refused: {failed[:3]}")
+
+
+def measured(fn: Callable[[], T], brokers: list[int], profile: bool, label: str) -> tuple[T, Step]:
+    """``fn()`` timed (wall, this process's CPU, the brokers' CPU) with its Kafka calls counted."""
+    broker_before = sum(tree_cpu_seconds(pid) for pid in brokers)
+    cpu_before = time.process_time()
+    with kafka_calls.counting() as calls:
+        result, wall = timed(fn, profile, label)
+    step = Step(wall, time.process_time() - cpu_before, 0.0, kafka_calls.summary(calls))
+    step.broker_cpu = sum(tree_cpu_seconds(pid) for pid in brokers) - broker_before
+    return result, step
+
+
+def xcom_values(emit: CheckpointReport, sync: SyncReport) -> float:
+    """Seconds the DAG's tasks spend turning the reports into their XCom values (``_compact``, ``to_dict``)."""
+    plugins = str(Path(__file__).resolve().parents[1] / "plugins")
+    if plugins not in sys.path:
+        sys.path.insert(0, plugins)
+    from mirrorflow_airflow.checkpoints_dag import _compact  # Airflow: imported only here, not timed
+
+    started = time.perf_counter()
+    _compact(emit)
+    sync.to_dict()
+    return time.perf_counter() - started
+
+
+def measure_wide(
+    clusters: Clusters, topics: int, partitions: int, groups: int, per_group: int, records: int, profile: bool
+) -> WideResult:
+    """A flow of ``topics`` x ``partitions`` copied once, ``groups`` groups each committed on ``per_group`` of its
+    partitions; then the checkpoints DAG's two calls, twice: first (everything new), then with nothing changed."""
+    primary, backup = clusters.primary, clusters.backup
+    brokers = [pid for pid in (clusters.pid("primary"), clusters.pid("backup")) if pid is not None]
+    config = flow_config(primary, backup)
+    flow = config.flow("primary", "backup")
+    result = WideResult(topics, partitions, groups, per_group, records)
+    names = [f"{PREFIX}.w{t:05d}" for t in range(topics)]
+    group_names = [f"{PREFIX}-w{g:05d}" for g in range(groups)]
+
+    _, result.setup["create_topics"] = timed(lambda: create_topics(primary, names, partitions))
+    say(
+        f"  {topics:,} topics x {partitions} partitions created (one create_topics call) in {result.setup['create_topics']:.1f} s"
+    )
+    _, result.setup["produce"] = timed(lambda: produce_everywhere(primary, names, partitions, records))
+    say(f"  {records} records in each of {topics * partitions:,} partitions in {result.setup['produce']:.1f} s")
+    report, result.setup["replicate"] = timed(lambda: replicate(config, FLOW, None, LocalExecutor(), timeout=1200.0))
+    if not report.ok or report.lag:
+        raise RuntimeError(f"replication failed: errors={report.errors[:3]} lag={report.lag}")
+    close_kept_clients()  # the copy's clients kept for a next run: their threads would be counted as the runs' CPU
+    gc.collect()
+    say(f"  copied once in-process ({report.records:,} records) in {result.setup['replicate']:.1f} s")
+    _, result.setup["commit"] = timed(
+        lambda: spread_commit(primary, group_names, names, partitions, per_group, records)
+    )
+    say(f"  {groups} groups committed on {per_group} partitions each in {result.setup['commit']:.1f} s")
+    result.setup["settle"] = wait_until_quiet(brokers, 120.0)
+    result.rss_before = rss_mib()
+
+    mine = set(group_names)
+    runs: dict[str, Any] = {}
+    for when in ("first", "again"):
+        say(f"  emit_checkpoints ({'everything new' if when == 'first' else 'nothing changed'})")
+        emitted, step = measured(lambda: emit_checkpoints(flow, timeout=600), brokers, profile, f"emit {when}")
+        step.written = emitted.emitted
+        result.steps[f"emit {when}"] = step
+        say(f"    {step.written:,} checkpoint(s) written in {step.wall:.2f} s (CPU {step.cpu:.2f} s)")
+        synced, step = measured(lambda: sync_group_offsets(flow, timeout=600), brokers, profile, f"sync {when}")
+        step.written = sum(len(g.written) for g in synced.groups)
+        result.steps[f"sync {when}"] = step
+        say(f"    {step.written:,} group offset(s) written in {step.wall:.2f} s (CPU {step.cpu:.2f} s)")
+        runs[when] = (emitted, synced)
+        result.errors += [*emitted.errors, *synced.errors]
+    first_emit, first_sync = runs["first"]
+    result.syncs_read = first_emit.syncs_read
+    for g in first_emit.groups:
+        if g.group in mine:
+            result.kinds.update(p.kind for p in g.partitions)
+            result.max_rereads = max(result.max_rereads, g.max_rereads)
+    result.checkpoints_total = sum(len(g.partitions) for g in first_emit.groups if g.group in mine)
+    result.groups_written = sum(1 for g in first_sync.groups if g.written and g.group in mine)
+    result.kept = sum(len(g.kept) for g in runs["again"][1].groups if g.group in mine)
+    result.rss_after, result.peak_rss = rss_mib(), peak_rss_mib()  # before Airflow's import below
+    result.xcom_seconds = xcom_values(first_emit, first_sync)
+    if result.errors:
+        say(f"  errors reported by the library: {result.errors[:5]}")
+    return result
+
+
+def admin_calls(calls: dict[str, Any]) -> str:
+    """``500 list_consumer_group_offsets, 1 list_consumer_groups, ...``: the admin requests of one step."""
+    by_kind = calls.get("by_kind") or {}
+    admin = [(k.removeprefix("admin "), n) for k, n in by_kind.items() if k.startswith("admin ")]
+    return f"{calls.get('admin', 0)}: " + ", ".join(f"{n} {k}" for k, n in admin)
+
+
+def wide_rows(r: WideResult) -> list[tuple[str, str, str]]:
+    target = (r.topics, r.partitions, r.groups) == TARGET_SIZE
+    rows: list[tuple[str, str, str]] = [
         (
-            "  checkpoints written (first run)",
-            f"{s.emit.emitted} of {pairs} (offset syncs read: {s.emit.syncs_read})",
-            "one per translatable (group, partition)",
-        ),
-        ("  translation kinds", f"{kinds}; max re-reads {s.max_rereads}", "+1 rule: approximate unless a sync pins it"),
-        ("sync_group_offsets: wall time", f"{s.sync_seconds:.2f} s", "n/a (every 60 s, if enabled)"),
-        ("  groups / offsets written", f"{groups_written} / {offsets_written}", "all groups absent or EMPTY"),
-        (
-            "second emit_checkpoints, nothing changed",
-            f"{s.emit_again_seconds:.2f} s, {s.emit_again.emitted} written",
-            "0 written (same filter)",
-        ),
-        (
-            "second sync_group_offsets, nothing changed",
-            f"{s.sync_again_seconds:.2f} s, {sum(len(g.written) for g in s.sync_again.groups)} written, {kept} kept",
-            "0 written (never backwards)",
-        ),
-        (
-            "peak RSS of the process",
+            f"setup, {r.label}",
             (
-                f"{s.peak_after_all:.0f} MiB (before the runs: {s.rss_before:.0f} MiB current, "
-                f"{s.peak_after_setup:.0f} MiB peak; after first emit: {s.peak_after_emit:.0f} MiB)"
+                f"create_topics {r.setup['create_topics']:.1f} s, produce {r.setup['produce']:.1f} s, "
+                f"replicate {r.setup['replicate']:.1f} s, commits {r.setup['commit']:.1f} s"
             ),
+            "-",
+        )
+    ]
+    for when, what in (("first", "everything new"), ("again", "nothing changed")):
+        total = r.emit_sync(when)
+        verdict = "" if not target else (" (target <= 5 s: met)" if total <= TARGET_EMIT_SYNC_S else " (NOT met)")
+        emit, sync = r.steps[f"emit {when}"], r.steps[f"sync {when}"]
+        rows += [
+            (
+                f"emit + sync, {what}: wall",
+                f"{total:.2f} s{verdict}; CPU {emit.cpu + sync.cpu:.2f} s, brokers {emit.broker_cpu + sync.broker_cpu:.2f} s",
+                "n/a (Connect task, every 60 s)",
+            ),
+            (
+                "  emit_checkpoints",
+                f"{emit.wall:.2f} s (CPU {emit.cpu:.2f}, brokers {emit.broker_cpu:.2f}), {emit.written:,} written",
+                "one ListConsumerGroupOffsets per group",
+            ),
+            ("    admin requests", admin_calls(emit.calls), "-"),
+            (
+                "  sync_group_offsets",
+                f"{sync.wall:.2f} s (CPU {sync.cpu:.2f}, brokers {sync.broker_cpu:.2f}), {sync.written:,} written",
+                "one AlterConsumerGroupOffsets per group",
+            ),
+            ("    admin requests", admin_calls(sync.calls), "-"),
+        ]
+    kinds = ", ".join(f"{k} {r.kinds.get(k, 0)}" for k in ("exact", "approximate", "refused", "unavailable"))
+    rows += [
+        ("  translation kinds (first emit)", f"{kinds}; max re-reads {r.max_rereads}", "-"),
+        (
+            "  groups written / offsets kept on the repeat",
+            f"{r.groups_written} of {r.groups} / {r.kept:,} of {r.checkpoints_total:,}",
+            "never backwards",
+        ),
+        ("  offset syncs read per run", f"{r.syncs_read:,}", "-"),
+        ("  the tasks' XCom values (_compact, to_dict)", f"{r.xcom_seconds:.3f} s", "-"),
+        (
+            "  RSS of the process",
+            f"{r.rss_before:.0f} MiB before the runs, {r.rss_after:.0f} MiB after (peak {r.peak_rss:.0f}, setup included)",
             "n/a (JVM worker)",
         ),
     ]
+    return rows
+
+
+def growth_rows(small: WideResult, large: WideResult) -> list[tuple[str, str, str]]:
+    """How the cost grew from one flow width to the other (same groups and partitions per group)."""
+    ratio = (large.topics * large.partitions) / (small.topics * small.partitions)
+    rows = []
+    for when in ("first", "again"):
+        a, b = small.emit_sync(when), large.emit_sync(when)
+        cpu_a = small.steps[f"emit {when}"].cpu + small.steps[f"sync {when}"].cpu
+        cpu_b = large.steps[f"emit {when}"].cpu + large.steps[f"sync {when}"].cpu
+        rows.append(
+            (
+                f"growth, {small.topics:,} -> {large.topics:,} topics (x{ratio:.0f} partitions), emit + sync {when}",
+                f"wall {a:.2f} -> {b:.2f} s (x{b / a:.2f}), CPU {cpu_a:.2f} -> {cpu_b:.2f} s (x{cpu_b / cpu_a:.2f})",
+                "-",
+            )
+        )
+    return rows
+
+
+# ----------------------------------------------------------------------------------------------------
+# 3. A long uncompacted history (no cluster: the decoding alone)
+# ----------------------------------------------------------------------------------------------------
+
+#: Partitions of the synthetic history, and the copied runs per partition to measure (4,096 are kept at most).
+HISTORY_PARTITIONS = 10
+HISTORY_RUNS = (100, 1000, 4000)
+HISTORY_CHECKPOINTS = 10_000  # (group, partition) keys of the synthetic checkpoints topic
+HISTORY_VERSIONS = (1, 10)  # checkpoints written per key since the last compaction
+
+
+def history_rows() -> list[tuple[str, str, str]]:
+    """CPU per record to replay offset syncs (every one, in order) and to reduce checkpoints (the last per key),
+    at growing uncompacted lengths: what a long-lived flow's run reads before any compaction (the embedded
+    broker never compacts). Per-record costs that stay flat are costs that grow linearly with the history."""
+    rows = []
+    for runs in HISTORY_RUNS:
+        records = []
+        for r in range(runs):
+            for p in range(HISTORY_PARTITIONS):
+                run = CopiedRun(10 * r, 11 * r, 10 * r - 2 if r else -1, -1)
+                for upstream in (10 * r, 10 * r + 8):
+                    sync = OffsetSync(f"{PREFIX}.h", p, upstream, 11 * r + (upstream - 10 * r), run)
+                    records.append((sync.key(), sync.value()))
+        started = time.process_time()
+        translator = add_syncs(OffsetTranslator(), records)
+        seconds = time.process_time() - started
+        assert translator.translate(f"{PREFIX}.h", 0, 10 * (runs - 1) + 3).kind == "exact"
+        rows.append(
+            (
+                f"replay {len(records):,} offset syncs ({runs:,} runs x {HISTORY_PARTITIONS} partitions)",
+                f"{seconds:.3f} s CPU, {seconds / len(records) * 1e6:.1f} us a sync",
+                "read once at start, then tailed",
+            )
+        )
+    for versions in HISTORY_VERSIONS:
+        cps = [
+            (Checkpoint(f"{PREFIX}-g{k // 20}", f"primary.{PREFIX}.h", k % 20, v, v))
+            for v in range(versions)
+            for k in range(HISTORY_CHECKPOINTS)
+        ]
+        raw = [(cp.key(), cp.value()) for cp in cps]
+        started = time.process_time()
+        latest = latest_checkpoints(raw)
+        seconds = time.process_time() - started
+        assert len(latest) == HISTORY_CHECKPOINTS
+        rows.append(
+            (
+                f"last checkpoint of {HISTORY_CHECKPOINTS:,} keys among {len(raw):,} records",
+                f"{seconds:.3f} s CPU, {seconds / len(raw) * 1e6:.1f} us a record",
+                "read once at start",
+            )
+        )
+    return rows
+
+
+def parse_sizes(text: str) -> list[tuple[int, int]]:
+    """``200x10,1000x10`` -> [(200, 10), (1000, 10)]."""
+    sizes = []
+    for part in text.split(","):
+        topics, _, partitions = part.strip().lower().partition("x")
+        if not topics.isdigit() or not partitions.isdigit():
+            raise argparse.ArgumentTypeError(f"{part!r}: expected TOPICSxPARTITIONS, e.g. 1000x10")
+        sizes.append((int(topics), int(partitions)))
+    return sizes
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--groups", type=int, default=1000, help="consumer groups at scale (default 1000)")
-    parser.add_argument("--partitions", type=int, default=20, help="partitions of the scale topic (default 20)")
-    parser.add_argument("--records", type=int, default=100, help="records per partition at scale (default 100)")
+    parser.add_argument(
+        "--sizes",
+        type=parse_sizes,
+        default=[(1000, 10)],
+        help="flow widths, TOPICSxPARTITIONS, comma-separated, each on fresh clusters (default 1000x10)",
+    )
+    parser.add_argument("--groups", type=int, default=500, help="consumer groups (default 500)")
+    parser.add_argument("--group-partitions", type=int, default=20, help="partitions each group commits on (20)")
+    parser.add_argument("--records", type=int, default=3, help="records per partition (default 3)")
     parser.add_argument("--repeats", type=int, default=5, help="rounds of the latency measurement (default 5)")
-    parser.add_argument("--quick", action="store_true", help="smoke run: 20 groups x 4 partitions, 3 rounds")
+    parser.add_argument("--skip-latency", action="store_true", help="only the whole-cluster flow")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 20x2 partitions, 10 groups, 3 rounds")
     parser.add_argument(
         "--profile", action="store_true", help="cProfile the first latency round and the runs at scale (slower)"
     )
     parser.add_argument("--verbose", action="store_true", help="the library's INFO logs")
     args = parser.parse_args(argv)
     if args.quick:
-        args.groups, args.partitions, args.repeats = 20, 4, 3
+        args.sizes, args.groups, args.group_partitions, args.repeats = [(20, 2)], 10, 4, 3
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
 
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
+    lat: LatencyResult | None = None
+    wide: list[WideResult] = []
     try:
-        with embedded_clusters() as clusters:
-            primary, backup = clusters.primary, clusters.backup
-            say(f"1. commit-to-checkpoint latency ({args.repeats} rounds)")
-            lat = measure_latency(primary, backup, args.repeats, args.profile)
-            say(f"2. one checkpoint run for {args.groups} groups x {args.partitions} partitions")
-            scale = measure_scale(primary, backup, args.groups, args.partitions, args.records, args.profile)
+        for number, (topics, partitions) in enumerate(args.sizes):
+            with embedded_clusters() as clusters:
+                if number == 0 and not args.skip_latency:
+                    say(f"1. commit-to-checkpoint latency ({args.repeats} rounds)")
+                    lat = measure_latency(clusters.primary, clusters.backup, args.repeats, args.profile)
+                say(f"2. a whole-cluster flow: {topics:,} topics x {partitions} partitions, {args.groups} groups")
+                wide.append(
+                    measure_wide(
+                        clusters, topics, partitions, args.groups, args.group_partitions, args.records, args.profile
+                    )
+                )
     except (KeyboardInterrupt, SystemError):
         if not INTERRUPTED:
             raise
@@ -380,7 +640,13 @@ def main(argv: list[str] | None = None) -> int:
     command = " ".join([Path(sys.executable).name, *sys.argv]) if argv is None else " ".join(argv)
     print(f"\nmirrorflow checkpoint benchmark, {started_at}, {os.cpu_count()} CPU(s), noida-db embedded brokers")
     print(f"command: {command}\n")
-    print(table(latency_rows(lat) + scale_rows(scale)))
+    rows = latency_rows(lat) if lat is not None else []
+    for result in wide:
+        rows += wide_rows(result)
+    if len(wide) == 2:
+        rows += growth_rows(wide[0], wide[1])
+    rows += history_rows()
+    print(table(rows))
     return 0
 
 

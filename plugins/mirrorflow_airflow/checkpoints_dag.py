@@ -14,13 +14,16 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import DAG, AssetAny, AssetOrTimeSchedule, DeltaTriggerTimetable, Param, get_current_context, task
 
 from mirrorflow.config import FlowConfig
 from mirrorflow_airflow.hooks import MirrorflowHook
 from mirrorflow_airflow.mirror_dag import DEFAULT_ARGS, START_DATE, checked_clusters, configured_flows, mirror_asset
+
+if TYPE_CHECKING:
+    from mirrorflow.checkpoints.emit import CheckpointReport  # the Kafka client: not at parse
 
 log = logging.getLogger(__name__)
 
@@ -69,13 +72,11 @@ def _docs(flow: FlowConfig) -> str:
     )
 
 
-def _compact(report: dict[str, Any]) -> dict[str, Any]:
+def _compact(report: CheckpointReport) -> dict[str, Any]:
     """The report for XCom: per-group figures, and only the partitions that are not exact (20,000 rows otherwise)."""
-    groups = []
-    for g in report["groups"]:
-        inexact = [p for p in g.pop("partitions") if p["kind"] != "exact"]
-        groups.append({**g, "not_exact": inexact})
-    return {**report, "groups": groups}
+    return report.to_dict(
+        lambda g: {**g.summary(), "not_exact": [p.to_dict() for p in g.partitions if p.kind != "exact"]}
+    )
 
 
 def build_checkpoints_dag(flow: FlowConfig, config_file: Path) -> DAG:
@@ -114,7 +115,7 @@ def build_checkpoints_dag(flow: FlowConfig, config_file: Path) -> DAG:
             report = emit(MirrorflowHook(config_file).flow(name), groups=groups)
             for g in report.groups:
                 log.info("%s", g.summary())
-            return _compact(report.to_dict())
+            return _compact(report)
 
         @task(task_id="sync_group_offsets")
         def sync_group_offsets() -> dict[str, Any]:

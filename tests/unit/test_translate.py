@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import random
+
+import pytest
+
+from mirrorflow.checkpoints import translate
 from mirrorflow.checkpoints.translate import OffsetTranslator
 from mirrorflow.wire import CopiedRun, OffsetSync
 
@@ -133,3 +138,32 @@ def test_failback_in_a_range_mm2_copied_goes_back_from_the_syncs() -> None:
     assert mm2.translate_back("t", 0, 39).downstream is None  # before every sync kept: nothing known
     runs = translator(run_syncs("t", 0, 0, 9))  # runs answer first
     assert runs.translate_back("t", 0, 5).basis == "copied runs"
+
+
+def test_the_latest_run_end_is_kept_through_replacements_and_evictions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The latest run end (asked for every sync read) is kept rather than searched for, and stays what a search
+    over the runs kept gives while runs are added, re-read with a shorter end, replaced and evicted."""
+    monkeypatch.setattr(translate, "MAX_RUNS_PER_PARTITION", 4)
+    rng = random.Random(7)
+    runs = translate._PartitionRuns()
+    for _ in range(2000):
+        start_u = rng.randrange(0, 60)
+        end_u = start_u + rng.randrange(0, 20)
+        start_d = rng.choice([start_u, start_u + 1])
+        if rng.random() < 0.05:
+            runs.clear()
+        runs.add(translate._Run(start_u, start_d, end_u, start_d + (end_u - start_u), -1))
+        assert runs.latest_end() == max((r.end_u for r in runs.runs.values()), default=-1)
+        assert runs.starts == sorted(runs.runs) and len(runs.starts) <= 4
+
+
+def test_many_runs_of_one_partition_translate_as_before() -> None:
+    """A long-lived partition (one run per copy, a thousand copies): every run stays, and offsets translate exactly."""
+    syncs = []
+    for r in range(1000):
+        syncs += run_syncs("t", 10 * r, 11 * r, 10 * r + 8, prev_u=10 * r - 2 if r else -1)
+    t = translator(syncs)
+    assert t.translate("t", 0, 10 * 500 + 3) == translate._exact_at(
+        5003, 11 * 500 + 3, "inside a contiguous copied run"
+    )
+    assert t.translate("t", 0, 10 * 999 + 9).downstream == 11 * 999 + 9  # right after the last copied record

@@ -113,6 +113,8 @@ class BestTranslator:
         if self.translator is None:
             return choose(None, checkpoint, upstream)
         fresh = self.translator.translate(source_topic, partition, upstream)
+        if fresh.kind == "exact" or not valid_for(checkpoint, upstream):
+            return fresh  # what ``choose`` answers first: the reference sync is not needed
         sync = self.translator.store.lookup(source_topic, partition, upstream)
         return choose(fresh, checkpoint, upstream, None if sync is None else (sync.upstream, sync.downstream))
 

@@ -8,7 +8,9 @@ state from the clusters so any process can run it:
 2. read ``<source>.checkpoints.internal`` on the target: the last checkpoint per (group, partition),
    so checkpoints stay monotonic across runs exactly as MM2 keeps them;
 3. list the source's groups passing the group filter, and their committed offsets on topics passing
-   the topic filter;
+   the topic filter (one ``ListGroups``, then one offsets request per group, all in flight at once), while
+   the topics of 1 and 2 are read in the background (``state.StateReads``); the syncs and progress are then
+   decoded only for the partitions the groups committed on;
 4. translate each, rename the topic (``orders`` -> ``primary.orders``; ``backup.orders`` -> ``orders``
    for a topic that came from the target), take the best valid answer between that translation and the
    checkpoint already there (``best.choose``: MM2's checkpoints keep what its store has forgotten), and
@@ -24,9 +26,10 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Callable, Collection, Iterable
 from concurrent.futures import Future
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,9 +39,9 @@ from confluent_kafka.admin import AdminClient
 from .. import clients
 from ..config.model import FlowConfig
 from ..internal_topics import InternalTopic, TopicState, ensure_internal_topic
-from ..replication.progress import progress_topic, read_partitions, read_stored_progress
-from ..wire import Checkpoint, OffsetSync, WireFormatError
+from ..wire import Checkpoint
 from .best import CHECKPOINT, BestTranslator
+from .state import SourcePartition, StateReads, latest_checkpoints, read_raw, syncs_location
 from .translate import EXISTING_CHECKPOINT, OffsetTranslator, Translation
 
 log = logging.getLogger(__name__)
@@ -62,6 +65,11 @@ class PartitionResult:
     emitted: bool = False
     basis: str = ""  # copied runs, offset syncs or existing checkpoint
 
+    def to_dict(self) -> dict[str, Any]:
+        """``dataclasses.asdict`` of it (every field is a plain value), at a fraction of its cost: a run has one
+        per (group, partition)."""
+        return dict(self.__dict__)
+
 
 @dataclass
 class GroupResult:
@@ -77,12 +85,13 @@ class GroupResult:
         return max((p.rereads for p in self.partitions if p.kind in ("approximate", CHECKPOINT)), default=0)
 
     def summary(self) -> dict[str, Any]:
+        kinds = Counter(p.kind for p in self.partitions)
         return {
             "group": self.group,
-            "exact": self.count("exact"),
-            "approximate": self.count("approximate") + self.count(CHECKPOINT),
-            "kept": self.count(CHECKPOINT),
-            "refused": self.count("refused") + self.count("unavailable"),
+            "exact": kinds["exact"],
+            "approximate": kinds["approximate"] + kinds[CHECKPOINT],
+            "kept": kinds[CHECKPOINT],
+            "refused": kinds["refused"] + kinds["unavailable"],
             "max_rereads": self.max_rereads,
             "emitted": sum(1 for p in self.partitions if p.emitted),
         }
@@ -101,9 +110,12 @@ class CheckpointReport:
 
     @property
     def emitted(self) -> int:
-        return sum(g.summary()["emitted"] for g in self.groups)
+        return sum(1 for g in self.groups for p in g.partitions if p.emitted)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, group_form: Callable[[GroupResult], dict[str, Any]] | None = None) -> dict[str, Any]:
+        """The report as plain data; ``group_form`` gives each group's entry (default: its summary and every
+        partition)."""
+        form = group_form or (lambda g: {**g.summary(), "partitions": [p.to_dict() for p in g.partitions]})
         return {
             "flow": self.flow,
             "started_at": self.started_at,
@@ -111,7 +123,7 @@ class CheckpointReport:
             "syncs_read": self.syncs_read,
             "emitted": self.emitted,
             "dry_run": self.dry_run,
-            "groups": [{**g.summary(), "partitions": [asdict(p) for p in g.partitions]} for g in self.groups],
+            "groups": [form(g) for g in self.groups],
             "errors": self.errors,
             "internal_topics": [t.to_dict() for t in self.internal_topics],
         }
@@ -122,62 +134,31 @@ class CheckpointReport:
 # ----------------------------------------------------------------------------------------------------
 
 
-def syncs_location(flow: FlowConfig) -> tuple[str, str]:
-    """(side, topic) of the flow's offset-syncs topic (``offset-syncs.topic.location``)."""
-    if flow.get("offset-syncs.topic.location") == "target":
-        return "target", flow.policy.offset_syncs_topic(flow.source)
-    return "source", flow.policy.offset_syncs_topic(flow.target)
-
-
-def _records(flow: FlowConfig, side: str, topic: str, timeout: float) -> Iterable[tuple[bytes | None, bytes | None]]:
-    config = clients.client_properties(flow, side, "consumer")  # type: ignore[arg-type]
-    return read_partitions(config, topic, [0], timeout)
-
-
-def read_translator(flow: FlowConfig, timeout: float = 60.0) -> OffsetTranslator:
+def read_translator(
+    flow: FlowConfig, timeout: float = 60.0, *, partitions: Collection[SourcePartition] | None = None
+) -> OffsetTranslator:
     """Every offset sync of the flow (partition 0 from the beginning), as a translator, and the copy's progress.
 
     The progress (on the target) tells an offset right after a trailing transaction marker from one the copy
-    has not reached (see ``OffsetTranslator.note_progress``).
+    has not reached (see ``OffsetTranslator.note_progress``). ``partitions``: only these source partitions are
+    decoded (None: all); the translator answers "unavailable" for any other.
     """
-    side, topic = syncs_location(flow)
-    translator = OffsetTranslator()
-    syncs = []
-    for key, value in _records(flow, side, topic, timeout):
-        if key is None or value is None:
-            continue
-        try:
-            syncs.append(OffsetSync.decode(key, value))
-        except WireFormatError as exc:
-            log.warning("%s: skipping a record that is not an offset sync: %s", topic, exc)
-    translator.add_all(syncs)
-    config = clients.client_properties(flow, "target", "consumer")
-    for (source_topic, partition), stored in read_stored_progress(
-        config, progress_topic(flow.source), flow.source, timeout=timeout
-    ).items():
-        translator.note_progress(source_topic, partition, stored.offset, stored.target_next)
+    with StateReads(flow, timeout) as reads:
+        translator = reads.translator(partitions)
+    assert translator is not None
     return translator
 
 
 def read_best(flow: FlowConfig, timeout: float = 60.0, *, syncs: bool = True) -> BestTranslator:
     """The flow's translator (unless ``syncs`` is False: they cannot be read) and the checkpoints on the target."""
-    return BestTranslator(read_translator(flow, timeout) if syncs else None, read_checkpoints(flow, timeout))
+    with StateReads(flow, timeout, syncs=syncs) as reads:
+        return reads.best()
 
 
 def read_checkpoints(flow: FlowConfig, timeout: float = 60.0) -> dict[tuple[str, str, int], Checkpoint]:
     """The last checkpoint per (group, remote topic, partition) in the target's checkpoints topic."""
     topic = flow.policy.checkpoints_topic(flow.source)
-    latest: dict[tuple[str, str, int], Checkpoint] = {}
-    for key, value in _records(flow, "target", topic, timeout):
-        if key is None or value is None:
-            continue
-        try:
-            cp = Checkpoint.decode(key, value)
-        except WireFormatError as exc:
-            log.warning("%s: skipping a record that is not a checkpoint: %s", topic, exc)
-            continue
-        latest[(cp.group, cp.topic, cp.partition)] = cp
-    return latest
+    return latest_checkpoints(read_raw(flow, "target", topic, timeout), topic=topic)
 
 
 def _wait_all(futures: dict[str, Future], timeout: float) -> dict[str, Any]:
@@ -191,19 +172,26 @@ def _wait_all(futures: dict[str, Future], timeout: float) -> dict[str, Any]:
 
 
 def list_groups(admin: AdminClient, timeout: float) -> list[str]:
+    """The cluster's consumer groups, in one request (``ListGroups``)."""
     listing = admin.list_consumer_groups(request_timeout=timeout).result(timeout)
     return sorted(g.group_id for g in listing.valid)
 
 
-def committed_offsets(
-    admin: AdminClient, groups: Iterable[str], timeout: float
-) -> dict[str, dict[tuple[str, int], tuple[int, str]]]:
-    """(offset, metadata) per (topic, partition) of each group; groups are asked concurrently (one call each)."""
+def request_committed_offsets(admin: AdminClient, groups: Iterable[str], timeout: float) -> dict[str, Future]:
+    """Ask for the committed offsets of every group at once: one request each (confluent-kafka takes one group per
+    ``list_consumer_group_offsets`` call), all in flight together. Collect with :func:`collect_committed_offsets`."""
     futures: dict[str, Future] = {}
     for group in groups:
         futures.update(
             admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=timeout)
         )
+    return futures
+
+
+def collect_committed_offsets(
+    futures: dict[str, Future], timeout: float
+) -> dict[str, dict[tuple[str, int], tuple[int, str]]]:
+    """(offset, metadata) per (topic, partition) of each group asked; a group that cannot be listed is left out."""
     result: dict[str, dict[tuple[str, int], tuple[int, str]]] = {}
     for group, answer in _wait_all(futures, timeout).items():
         if isinstance(answer, Exception):
@@ -215,6 +203,13 @@ def committed_offsets(
             if tp.error is None and tp.offset >= 0
         }
     return result
+
+
+def committed_offsets(
+    admin: AdminClient, groups: Iterable[str], timeout: float
+) -> dict[str, dict[tuple[str, int], tuple[int, str]]]:
+    """(offset, metadata) per (topic, partition) of each group; groups are asked concurrently (one call each)."""
+    return collect_committed_offsets(request_committed_offsets(admin, groups, timeout), timeout)
 
 
 def remote_topic(flow: FlowConfig, topic: str) -> str:
@@ -253,34 +248,46 @@ def should_emit(previous: Checkpoint | None, chosen: Translation) -> bool:
 def emit_checkpoints(
     flow: FlowConfig, *, groups: str | None = None, timeout: float = 60.0, dry_run: bool = False
 ) -> CheckpointReport:
-    """Translate the source groups' offsets and write the checkpoints that MM2 would write (see module doc)."""
+    """Translate the source groups' offsets and write the checkpoints that MM2 would write (see module doc).
+
+    The clusters are asked everything at once: the three topics are read in the background while the source
+    lists its groups and their offsets (one request per group, all in flight together), and the checkpoint
+    producer connects meanwhile; only the source partitions the groups committed on are decoded.
+    """
     started = time.monotonic()
-    report = CheckpointReport(flow.name, datetime.now(UTC).isoformat(timespec="seconds"))
+    report = CheckpointReport(flow.name, datetime.now(UTC).isoformat(timespec="seconds"), dry_run=dry_run)
     only = re.compile(groups) if groups else None
     source_admin = clients.admin(flow, "source")
-    target_admin = clients.admin(flow, "target")
     checkpoints_topic = flow.policy.checkpoints_topic(flow.source)
-    if not dry_run:
-        topic = InternalTopic(checkpoints_topic, 1, flow.get_int("checkpoints.topic.replication.factor"))
-        report.internal_topics.append(ensure_internal_topic(flow, "target", topic, admin=target_admin, timeout=timeout))
-    best = read_best(flow, timeout)
+    producer = None if dry_run else _checkpoint_producer(flow)
+    with StateReads(flow, timeout) as reads:
+        ensured = None
+        if not dry_run:
+            topic = InternalTopic(checkpoints_topic, 1, flow.get_int("checkpoints.topic.replication.factor"))
+            target_admin = clients.admin(flow, "target")
+            ensured = reads.run(ensure_internal_topic, flow, "target", topic, admin=target_admin, timeout=timeout)
+        names = [
+            g
+            for g in list_groups(source_admin, timeout)
+            if flow.group_filter.should_replicate_group(g) and (only is None or only.fullmatch(g))
+        ]
+        offsets = committed_offsets(source_admin, names, timeout)
+        replicated = _TopicMemo(flow.should_replicate_topic)
+        mine_of = {group: {tp: v for tp, v in offsets.get(group, {}).items() if replicated(tp[0])} for group in names}
+        best = reads.best({tp for mine in mine_of.values() for tp in mine})
+        if ensured is not None:
+            report.internal_topics.append(ensured.result())
     assert best.translator is not None
     report.syncs_read = best.translator.syncs_read
-    report.dry_run = dry_run
-    names = [
-        g
-        for g in list_groups(source_admin, timeout)
-        if flow.group_filter.should_replicate_group(g) and (only is None or only.fullmatch(g))
-    ]
-    offsets = committed_offsets(source_admin, names, timeout)
+    remote_of = _TopicMemo(lambda topic: remote_topic(flow, topic))
     out: list[Checkpoint] = []
     for group in names:
-        mine = {tp: v for tp, v in offsets.get(group, {}).items() if flow.should_replicate_topic(tp[0])}
+        mine = mine_of[group]
         if not mine:
             continue  # like MM2: only groups with offsets on replicated topics
         result = GroupResult(group)
         for (topic, partition), (upstream, metadata) in sorted(mine.items()):
-            remote = remote_topic(flow, topic)
+            remote = remote_of(topic)
             t = best.translate(group, topic, remote, partition, upstream)
             part = PartitionResult(
                 topic, partition, remote, upstream, t.downstream, t.kind, t.rereads, t.reason, basis=t.basis
@@ -290,14 +297,41 @@ def emit_checkpoints(
                 part.emitted = True
             result.partitions.append(part)
         report.groups.append(result)
-    if out and not dry_run:
-        _produce(flow, checkpoints_topic, out, timeout)
+    if out and producer is not None:
+        _produce(flow, producer, checkpoints_topic, out, timeout)
     report.seconds = round(time.monotonic() - started, 3)
     return report
 
 
-def _produce(flow: FlowConfig, topic: str, checkpoints: list[Checkpoint], timeout: float) -> None:
-    producer = Producer(clients.client_properties(flow, "target", "producer", **{"enable.idempotence": True}))
+class _TopicMemo:
+    """A function of a topic name, asked once per topic: a run asks it for every (group, partition)."""
+
+    def __init__(self, fn: Callable[[str], Any]) -> None:
+        self._fn = fn
+        self._known: dict[str, Any] = {}
+
+    def __call__(self, topic: str) -> Any:
+        try:
+            return self._known[topic]
+        except KeyError:
+            value = self._known[topic] = self._fn(topic)
+            return value
+
+
+#: The checkpoint producer's settings over the flow's: every write acknowledged by all in-sync replicas, and one
+#: request in flight, so a retried batch never lands after a later one (the settings Kafka Connect gives MM2's own
+#: producers). Not idempotent: a retried checkpoint is the same record (readers keep the last per key, compaction
+#: too), while an idempotent producer that writes at once first waits 0.5-1 s for its producer id, most of a small
+#: flow's run (``benchmarks/checkpoints.py``, commit -> checkpoint).
+CHECKPOINT_PRODUCER: dict[str, Any] = {"acks": "all", "max.in.flight.requests.per.connection": 1}
+
+
+def _checkpoint_producer(flow: FlowConfig) -> Producer:
+    """The run's checkpoint producer, made first: it connects while the run reads."""
+    return clients.producer(flow, "target", **CHECKPOINT_PRODUCER)
+
+
+def _produce(flow: FlowConfig, producer: Producer, topic: str, checkpoints: list[Checkpoint], timeout: float) -> None:
     failures: list[str] = []
 
     def on_delivery(err: Any, _msg: Any) -> None:
@@ -319,6 +353,7 @@ __all__ = [
     "CheckpointReport",
     "GroupResult",
     "PartitionResult",
+    "collect_committed_offsets",
     "committed_offsets",
     "emit_checkpoints",
     "list_groups",
@@ -327,6 +362,7 @@ __all__ = [
     "read_translator",
     "remote_topic",
     "render_report",
+    "request_committed_offsets",
     "should_emit",
     "source_topic_of",
     "syncs_location",

@@ -10,6 +10,10 @@ offsets on the target. Rules, MM2's (mm2-behaviour 2.6) plus what MM2 only logs:
 * the offsets come from the checkpoints topic (state on the cluster), so this step can run anywhere,
   after any checkpoint run; each checkpoint's committed offset is given the best valid answer
   (``best.choose``): the checkpoint, or the exact translation the copy allows now if it got there since.
+
+Requests: one ``describe_consumer_groups`` for every group, then one offsets listing and (where something is
+written) one ``alter_consumer_group_offsets`` per group, since confluent-kafka takes one group per such call:
+each batch is sent at once and awaited together, never one group after another.
 """
 
 from __future__ import annotations
@@ -19,15 +23,17 @@ import re
 import time
 from collections import defaultdict
 from concurrent.futures import Future
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 
 from .. import clients
 from ..config.model import FlowConfig
-from .best import BestTranslator
-from .emit import committed_offsets, read_best, source_topic_of
+from ..wire import Checkpoint
+from .best import BestTranslator, Checkpoints
+from .emit import collect_committed_offsets, request_committed_offsets, source_topic_of
+from .state import StateReads
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +49,17 @@ class GroupSync:
     basis: dict[str, str] = field(default_factory=dict)  # "topic:partition" -> where the offset came from
     kept: dict[str, int] = field(default_factory=dict)  # target offsets already at or past the checkpoint
     skipped: str | None = None  # why nothing was written (an active group)
+
+    def to_dict(self) -> dict[str, Any]:
+        """``dataclasses.asdict`` of it, without its deep copy of every entry: a sync has one per group."""
+        return {
+            "group": self.group,
+            "state": self.state,
+            "written": dict(self.written),
+            "basis": dict(self.basis),
+            "kept": dict(self.kept),
+            "skipped": self.skipped,
+        }
 
 
 @dataclass
@@ -62,16 +79,18 @@ class SyncReport:
             "seconds": self.seconds,
             "written": sum(len(g.written) for g in self.groups),
             "skipped_active": self.skipped_active,
-            "groups": [asdict(g) for g in self.groups],
+            "groups": [g.to_dict() for g in self.groups],
             "errors": self.errors,
         }
 
 
-def group_states(admin: Any, groups: list[str], timeout: float) -> dict[str, ConsumerGroupState]:
-    """Each group's state on the admin's cluster (UNKNOWN when it cannot be described), one request for all."""
-    if not groups:
-        return {}
-    futures: dict[str, Future] = admin.describe_consumer_groups(groups, request_timeout=timeout)
+def request_group_states(admin: Any, groups: list[str], timeout: float) -> dict[str, Future]:
+    """Ask for every group's description at once: one ``describe_consumer_groups`` call for all of them."""
+    return admin.describe_consumer_groups(groups, request_timeout=timeout) if groups else {}
+
+
+def collect_group_states(futures: dict[str, Future], timeout: float) -> dict[str, ConsumerGroupState]:
+    """Each described group's state (UNKNOWN when it cannot be described)."""
     states: dict[str, ConsumerGroupState] = {}
     for group, future in futures.items():
         try:
@@ -82,27 +101,40 @@ def group_states(admin: Any, groups: list[str], timeout: float) -> dict[str, Con
     return states
 
 
+def group_states(admin: Any, groups: list[str], timeout: float) -> dict[str, ConsumerGroupState]:
+    """Each group's state on the admin's cluster (UNKNOWN when it cannot be described), one request for all."""
+    return collect_group_states(request_group_states(admin, groups, timeout), timeout)
+
+
 def sync_group_offsets(
     flow: FlowConfig, *, groups: str | None = None, timeout: float = 60.0, best: BestTranslator | None = None
 ) -> SyncReport:
     """Write the latest checkpoints' best answers to the target's idle groups; never backwards; active groups named.
 
-    ``best`` (the translator and checkpoints) is read when not given.
+    ``best`` (the translator and checkpoints) is read when not given: the checkpoints first, then the target is
+    asked about their groups while the syncs of their partitions (only those) are decoded.
     """
     started = time.monotonic()
     report = SyncReport(flow.name)
     only = re.compile(groups) if groups else None
-    best = best or read_best(flow, timeout)
-    latest: dict[str, list[tuple[str, int, int, str]]] = defaultdict(list)  # (topic, partition, offset, basis)
-    for (group, topic, partition), cp in best.checkpoints.items():
-        if only is None or only.fullmatch(group):
-            t = best.resolve(cp, source_topic_of(flow, topic))
-            if t.downstream is not None:
-                latest[group].append((topic, partition, t.downstream, t.basis))
     target_admin = clients.admin(flow, "target")
+    if best is None:
+        with StateReads(flow, timeout) as reads:
+            mine, source_of = _selected(flow, reads.checkpoints(), only)
+            described = request_group_states(target_admin, sorted({key[0] for key, _cp in mine}), timeout)
+            best = reads.best({(source_of[key[1]], key[2]) for key, _cp in mine})
+    else:
+        mine, source_of = _selected(flow, best.checkpoints, only)
+        described = request_group_states(target_admin, sorted({key[0] for key, _cp in mine}), timeout)
+    latest: dict[str, list[tuple[str, int, int, str]]] = defaultdict(list)  # (topic, partition, offset, basis)
+    for (group, topic, partition), cp in mine:
+        t = best.resolve(cp, source_of[topic])
+        if t.downstream is not None:
+            latest[group].append((topic, partition, t.downstream, t.basis))
     names = sorted(latest)
-    states = group_states(target_admin, names, timeout)
-    current = committed_offsets(target_admin, [g for g in names if states.get(g) in IDLE_STATES], timeout)
+    states = collect_group_states(described, timeout)
+    listed = request_committed_offsets(target_admin, [g for g in names if states.get(g) in IDLE_STATES], timeout)
+    current = collect_committed_offsets(listed, timeout)
     futures: dict[str, Future] = {}
     for group in names:
         state = states.get(group, ConsumerGroupState.UNKNOWN)
@@ -147,4 +179,31 @@ def sync_group_offsets(
     return report
 
 
-__all__ = ["IDLE_STATES", "GroupSync", "SyncReport", "group_states", "sync_group_offsets"]
+def _selected(
+    flow: FlowConfig, checkpoints: Checkpoints, only: re.Pattern[str] | None
+) -> tuple[list[tuple[tuple[str, str, int], Checkpoint]], dict[str, str]]:
+    """The checkpoints of the groups ``only`` lets through (all: None), and the source topic of each remote topic
+    among them (asked once per topic, not once per checkpoint)."""
+    wanted: dict[str, bool] = {}
+    source_of: dict[str, str] = {}
+    mine: list[tuple[tuple[str, str, int], Checkpoint]] = []
+    for key, cp in checkpoints.items():
+        keep = wanted.get(key[0])
+        if keep is None:
+            keep = wanted[key[0]] = only is None or only.fullmatch(key[0]) is not None
+        if keep:
+            mine.append((key, cp))
+            if key[1] not in source_of:
+                source_of[key[1]] = source_topic_of(flow, key[1])
+    return mine, source_of
+
+
+__all__ = [
+    "IDLE_STATES",
+    "GroupSync",
+    "SyncReport",
+    "collect_group_states",
+    "group_states",
+    "request_group_states",
+    "sync_group_offsets",
+]

@@ -53,6 +53,13 @@ class Sync:
 
     def __post_init__(self) -> None:
         """Reject offsets Java could not hold, since MM2's arithmetic on them would differ from ours."""
+        upstream, downstream = self.upstream, self.downstream
+        if (
+            type(upstream) is int
+            and type(downstream) is int
+            and _LONG_MIN <= upstream <= _LONG_MAX >= downstream >= _LONG_MIN
+        ):
+            return  # the common case, checked without the loop: every sync read builds one
         for name in ("upstream", "downstream"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool):

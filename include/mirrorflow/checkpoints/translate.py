@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import dataclass
+from typing import Literal, NamedTuple
 
 from ..wire import OffsetSync
 from .syncstore import OffsetSyncStore, Sync
@@ -42,8 +42,9 @@ class Translation:
     basis: str = ""  # COPIED_RUNS, OFFSET_SYNCS or EXISTING_CHECKPOINT ("" when nothing answered)
 
 
-@dataclass(frozen=True)
-class _Run:
+class _Run(NamedTuple):
+    """One copied run (see ``wire.CopiedRun``): a tuple, since a read of the offset syncs builds one per sync."""
+
     start_u: int
     start_d: int
     end_u: int
@@ -51,10 +52,19 @@ class _Run:
     prev_u: int  # -1: unknown
 
 
-@dataclass
 class _PartitionRuns:
-    starts: list[int] = field(default_factory=list)  # sorted run starts (upstream)
-    runs: dict[int, _Run] = field(default_factory=dict)
+    """The copied runs of one source partition, by start; the latest run end is kept, not searched for.
+
+    Why kept: every sync read asks for it (a rewind clears the runs), and a partition of a long-lived flow holds up
+    to ``MAX_RUNS_PER_PARTITION`` runs: a search per sync made reading the offset syncs quadratic in the runs.
+    """
+
+    __slots__ = ("_latest_end", "runs", "starts")
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []  # sorted run starts (upstream)
+        self.runs: dict[int, _Run] = {}
+        self._latest_end: int | None = -1  # None: a run holding it was replaced or dropped, search again
 
     def add(self, run: _Run) -> None:
         known = self.runs.get(run.start_u)
@@ -62,16 +72,25 @@ class _PartitionRuns:
             bisect.insort(self.starts, run.start_u)
         elif known.end_u > run.end_u and known.start_d == run.start_d:
             return  # the run's start sync read after its end sync: keep the longer view
+        elif run.end_u < known.end_u == self._latest_end:
+            self._latest_end = None  # the latest end shrinks: search again (a longer run only raises it, below)
         self.runs[run.start_u] = run
+        if self._latest_end is not None:
+            self._latest_end = max(self._latest_end, run.end_u)
         while len(self.starts) > MAX_RUNS_PER_PARTITION:
-            del self.runs[self.starts.pop(0)]
+            dropped = self.runs.pop(self.starts.pop(0))
+            if dropped.end_u == self._latest_end:
+                self._latest_end = None
 
     def clear(self) -> None:
         self.starts.clear()
         self.runs.clear()
+        self._latest_end = -1
 
     def latest_end(self) -> int:
-        return max((r.end_u for r in self.runs.values()), default=-1)
+        if self._latest_end is None:
+            self._latest_end = max((r.end_u for r in self.runs.values()), default=-1)
+        return self._latest_end
 
     def around(self, upstream: int) -> tuple[_Run | None, _Run | None]:
         """The run starting at or before ``upstream`` (latest such), and the first run starting after it."""
@@ -107,26 +126,36 @@ class OffsetTranslator:
 
     def add(self, sync: OffsetSync) -> None:
         """Feed one sync (MM2's or mirrorflow's), in the order of the offset-syncs topic."""
-        self.syncs_read += 1
-        self.store.add(sync.topic, sync.partition, sync.upstream_offset, sync.downstream_offset)
-        runs = self._runs.setdefault((sync.topic, sync.partition), _PartitionRuns())
-        if sync.upstream_offset < runs.latest_end() and sync.run is None:
-            runs.clear()  # an upstream rewind (topic recreated): older runs describe another log
-        if sync.run is None:
-            return
         run = sync.run
-        if run.run_start_upstream <= runs.latest_end() and run.run_start_upstream not in runs.runs:
+        self.add_offsets(
+            sync.topic,
+            sync.partition,
+            sync.upstream_offset,
+            sync.downstream_offset,
+            None
+            if run is None
+            else (run.run_start_upstream, run.run_start_downstream, run.previous_upstream, run.previous_downstream),
+        )
+
+    def add_offsets(
+        self, topic: str, partition: int, upstream: int, downstream: int, run: tuple[int, int, int, int] | None
+    ) -> None:
+        """:meth:`add` from a sync's decoded fields (``run``: start upstream, start downstream, previous upstream,
+        previous downstream), for readers that decode records without building an ``OffsetSync`` each."""
+        self.syncs_read += 1
+        self.store.add(topic, partition, upstream, downstream)
+        runs = self._runs.get((topic, partition))
+        if runs is None:
+            runs = self._runs[(topic, partition)] = _PartitionRuns()
+        if run is None:
+            if upstream < runs.latest_end():
+                runs.clear()  # an upstream rewind (topic recreated): older runs describe another log
+            return
+        start_u, start_d, previous_u, _previous_d = run
+        if start_u <= runs.latest_end() and start_u not in runs.runs:
             # A new run overlapping copied offsets: a rewind or a re-copy; older runs no longer hold.
             runs.clear()
-        runs.add(
-            _Run(
-                run.run_start_upstream,
-                run.run_start_downstream,
-                sync.upstream_offset,
-                sync.downstream_offset,
-                run.previous_upstream,
-            )
-        )
+        runs.add(_Run(start_u, start_d, upstream, downstream, previous_u))
 
     def add_all(self, syncs: Iterable[OffsetSync]) -> OffsetTranslator:
         for sync in syncs:
