@@ -186,6 +186,9 @@ def _list_offsets(
     """Partition -> offset by one ListOffsets, read_committed asking for the last stable offset."""
     level = IsolationLevel.READ_COMMITTED if isolation == "read_committed" else IsolationLevel.READ_UNCOMMITTED
     client = admin(bootstrap)  # held until the answers are in: a dropped client never completes its futures
+    # The new client learns where the partitions are first: librdkafka's ListOffsets otherwise looks their leaders
+    # up itself, and a long test process twice saw that lookup spin (100% CPU) or crash in a fresh client.
+    client.list_topics(topic, timeout=timeout)
     futures = client.list_offsets(
         {TopicPartition(topic, p): spec for p in partitions}, isolation_level=level, request_timeout=timeout
     )
