@@ -86,7 +86,8 @@ def test_a_run_with_nothing_new_does_not_wait_for_the_long_poll(
     config, _topic = long_poll_flow(tmp_path, proxies, kafka_clusters)
 
     first = replicate(config, FLOW, None, LocalExecutor())
-    assert first.ok and first.records == 6, first.errors
+    # A heartbeats topic another test left on the shared clusters is replicated by every flow (MM2's rule).
+    assert first.ok and sum(p.records for p in first.partitions if p.topic != "heartbeats") == 6, first.errors
     assert long_polled(proxies) == [], f"the copying run waited for the long poll; phases {first.phases}"
 
     for proxy in proxies.all:
@@ -119,7 +120,8 @@ def test_status_checkpoints_heartbeats_and_verify_do_not_wait_for_the_long_poll(
     # The tail of a topic the copy wrote in transactions (the replicated heartbeats topic is one such).
     assert newest_heartbeat(flow, topic=f"primary.{topic}") is None
     verified = verify_flow(config, FLOW)
-    assert [p.status for p in verified.partitions] == ["identical", "identical"], verified.partitions
+    mine = [p for p in verified.partitions if p.topic != "heartbeats"]  # another test's heartbeats: not this copy
+    assert [p.status for p in mine] == ["identical", "identical"], verified.partitions
 
     assert long_polled(proxies) == []
 

@@ -107,15 +107,18 @@ def test_a_flow_of_200_topics_is_copied_whole_with_the_driver_calls_of_a_flow_of
     narrow, wide = config(kafka_clusters, narrow_prefix), config(kafka_clusters, prefix)
 
     first = run(wide)
-    assert first.records == 200 * PARTITIONS * 2
-    assert {p.status for p in first.partitions} == {"copied"} and first.lag == 0
+    # A heartbeats topic another test left on the shared clusters is replicated by every flow (MM2's rule): not counted.
+    ours = [p for p in first.partitions if p.topic.startswith(prefix)]
+    assert sum(p.records for p in ours) == 200 * PARTITIONS * 2 and len(ours) == 200 * PARTITIONS
+    assert {p.status for p in ours} == {"copied"} and first.lag == 0
     assert len(first.preparation["created"]) == 200
     remote = [f"primary.{name}" for name in names]
     assert set(committed_counts(kafka_clusters.backup, remote).values()) == {2}, "every partition of every topic"
 
     append(kafka_clusters.primary, names, 1)
     second = run(wide)
-    assert second.records == 200 * PARTITIONS and {p.position for p in second.partitions} == {3}
+    ours = [p for p in second.partitions if p.topic.startswith(prefix)]
+    assert sum(p.records for p in ours) == 200 * PARTITIONS and {p.position for p in ours} == {3}
     assert set(committed_counts(kafka_clusters.backup, remote).values()) == {3}, "each record once: no duplicate"
 
     run(narrow)
@@ -123,6 +126,6 @@ def test_a_flow_of_200_topics_is_copied_whole_with_the_driver_calls_of_a_flow_of
     assert calls["20 topics"]["by_kind"] == calls["200 topics"]["by_kind"], calls
     assert calls["200 topics"]["admin"] <= 20, "a run with nothing new: a few batched admin calls, none per topic"
     nothing = run(wide)
-    assert nothing.records == 0 and {p.status for p in nothing.partitions} == {"up to date"}
+    assert {p.status for p in nothing.partitions if p.topic.startswith(prefix)} == {"up to date"}
     # Topic configs are synced on MM2's timer: the first run synced them, the runs since did not describe them.
     assert nothing.preparation["config_sync"].startswith("not due"), nothing.preparation["config_sync"]
