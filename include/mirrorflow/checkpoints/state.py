@@ -26,12 +26,9 @@ from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Self, TypeVar
 
-from confluent_kafka import Consumer
-
 from .. import clients
 from ..config.model import FlowConfig
-from ..kafka_calls import note
-from ..replication.progress import StoredProgress, progress_topic, read_messages, read_partitions
+from ..replication.progress import StoredProgress, progress_topic, read_messages, read_partitions, topic_partitions
 from ..wire import (
     INT32_MAX,
     INT32_MIN,
@@ -85,13 +82,7 @@ def read_raw(flow: FlowConfig, side: str, topic: str, timeout: float) -> list[Ra
 def read_progress_messages(flow: FlowConfig, topic: str, timeout: float) -> list[Any]:
     """Every message of the progress topic on the target (all its partitions), as a bounded reader reads them."""
     config = clients.client_properties(flow, "target", "consumer")
-    note("new consumer")
-    probe = Consumer({**config, "enable.auto.commit": False, "allow.auto.create.topics": False})
-    try:
-        meta = probe.list_topics(topic=topic, timeout=timeout).topics.get(topic)
-        partitions = sorted(meta.partitions) if meta is not None and meta.partitions else []
-    finally:
-        probe.close()
+    partitions = topic_partitions(config, topic, timeout)
     return list(read_messages(config, topic, partitions, timeout)) if partitions else []
 
 

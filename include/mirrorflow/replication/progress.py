@@ -180,6 +180,17 @@ TARGET_NEXT_HEADER = "mirrorflow.target.next"
 SOURCE_LAST_HEADER = "mirrorflow.source.last"
 
 
+def topic_partitions(consumer_config: dict[str, Any], topic: str, timeout: float) -> list[int]:
+    """The partitions of ``topic`` (none when it does not exist: it is never created by asking)."""
+    note("new consumer")
+    probe = Consumer({**consumer_config, "enable.auto.commit": False, "allow.auto.create.topics": False})
+    try:
+        meta = probe.list_topics(topic=topic, timeout=timeout).topics.get(topic)
+        return sorted(meta.partitions) if meta is not None and meta.partitions else []
+    finally:
+        probe.close()
+
+
 def read_stored_progress(
     consumer_config: dict[str, Any],
     topic: str,
@@ -194,13 +205,7 @@ def read_stored_progress(
     """
     result: dict[tuple[str, int], StoredProgress] = {}
     if partitions is None:
-        note("new consumer")
-        probe = Consumer({**consumer_config, "enable.auto.commit": False, "allow.auto.create.topics": False})
-        try:
-            meta = probe.list_topics(topic=topic, timeout=timeout).topics.get(topic)
-            partitions = list(meta.partitions) if meta is not None and meta.partitions else []
-        finally:
-            probe.close()
+        partitions = topic_partitions(consumer_config, topic, timeout)
     for message in read_messages(consumer_config, topic, partitions, timeout, reached):
         key = message.key()
         decoded = decode_source_offset_key(key) if key else None
