@@ -20,6 +20,8 @@ from contextvars import ContextVar
 from typing import Any
 
 _CURRENT: ContextVar[Counter[str] | None] = ContextVar("mirrorflow_kafka_calls", default=None)
+#: The kinds already counted in the current :func:`one_call` block, if one is open.
+_ONE_CALL: ContextVar[set[str] | None] = ContextVar("mirrorflow_kafka_one_call", default=None)
 #: A counter may be shared by threads started in a copy of its context (the status's parallel parts).
 _LOCK = threading.Lock()
 
@@ -27,6 +29,11 @@ _LOCK = threading.Lock()
 def note(kind: str, count: int = 1) -> None:
     """Count ``count`` calls of ``kind`` (``admin list_offsets``, ``new consumer``) in the current run, if any."""
     current = _CURRENT.get()
+    counted = _ONE_CALL.get()
+    if counted is not None:
+        if kind in counted:
+            return
+        counted.add(kind)
     if current is not None:
         with _LOCK:
             current[kind] += count
@@ -41,6 +48,20 @@ def counting() -> Iterator[Counter[str]]:
         yield calls
     finally:
         _CURRENT.reset(token)
+
+
+@contextlib.contextmanager
+def one_call() -> Iterator[None]:
+    """Count each kind at most once in this block: the chunks of one batched request, all sent before any answer.
+
+    Why: a request cut into chunks of a fixed size (ListOffsets) is still one round trip, and its count should say
+    how many times the driver asks, which must not grow with the partition count.
+    """
+    token = _ONE_CALL.set(set())
+    try:
+        yield
+    finally:
+        _ONE_CALL.reset(token)
 
 
 class CountingAdmin:
@@ -75,4 +96,4 @@ def merged(total: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
     return summary(calls)
 
 
-__all__ = ["CountingAdmin", "counting", "merged", "note", "summary"]
+__all__ = ["CountingAdmin", "counting", "merged", "note", "one_call", "summary"]

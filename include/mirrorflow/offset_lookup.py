@@ -11,6 +11,7 @@ from typing import Any
 
 from confluent_kafka import IsolationLevel, TopicPartition
 
+from . import kafka_calls
 from .replication.copy import kafka_words
 
 LIST_OFFSETS_CHUNK = 1_000
@@ -24,12 +25,14 @@ def list_offsets(
 
     Why chunks: one admin call's cost grows faster than its partition count (10,000 partitions in one call took
     several times as long as the same partitions in calls of 1,000 on the embedded broker), while the calls of the
-    chunks are all sent before any answer is awaited, so a chunk costs no extra round trip.
+    chunks are all sent before any answer is awaited, so a chunk costs no extra round trip and is counted as part
+    of one call (``kafka_calls.one_call``).
     """
     futures: dict[TopicPartition, Any] = {}
-    for first in range(0, len(tps), LIST_OFFSETS_CHUNK):
-        request = {tp: spec for tp in tps[first : first + LIST_OFFSETS_CHUNK]}
-        futures.update(admin.list_offsets(request, isolation_level=isolation, request_timeout=timeout))
+    with kafka_calls.one_call():
+        for first in range(0, len(tps), LIST_OFFSETS_CHUNK):
+            request = {tp: spec for tp in tps[first : first + LIST_OFFSETS_CHUNK]}
+            futures.update(admin.list_offsets(request, isolation_level=isolation, request_timeout=timeout))
     return futures
 
 
