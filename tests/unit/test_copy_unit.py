@@ -18,7 +18,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from mirrorflow.replication import copy
 from mirrorflow.replication.progress import StoredProgress
-from mirrorflow.replication.units import Run, UnitSpec
+from mirrorflow.replication.units import Reset, Run, UnitSpec
 from mirrorflow.wire import source_offset_value
 
 
@@ -736,3 +736,18 @@ def test_an_unexpected_error_in_a_unit_aborts_what_its_lane_left_open(
     assert (results[2].status, results[2].error) == ("failed", "RuntimeError: a bug")
     (producer,) = FakeProducer.made
     assert producer.commits == 0 and producer.aborts >= 1, "records without their progress must never commit"
+
+
+def test_a_lanes_reader_plans_only_the_partitions_whose_start_the_run_knows() -> None:
+    known = {"progress_from": 5, "log_start": 0}
+    specs = [
+        unit(partition=0, stored=StoredProgress(9), **known),  # from 10
+        unit(partition=1, **known),  # nothing stored: from the default start
+        unit(partition=2, stored=StoredProgress(24), **known),  # nothing new
+        unit(partition=3, progress_from=-1, log_start=0),  # its progress is read in full by the unit: unknown
+        unit(partition=4, progress_from=5, log_start=-1),  # its log start is asked for by the unit
+        unit(partition=5, stored=StoredProgress(2), progress_from=5, log_start=7),  # records lost: read alone
+        unit(partition=6, reset=Reset(stored_offset=3, start=0, keep_target_next=False), **known),
+        unit(partition=7, source_consumer={"isolation.level": "read_uncommitted"}, **known),  # another consumer
+    ]
+    assert copy._lane_plan(specs) == {("src", 0): (10, 25), ("src", 1): (0, 25)}

@@ -53,7 +53,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 from ..clients import BOUNDED_READER
 from ..wire import CopiedRun, OffsetSync, source_offset_value
-from .kept_clients import KeptClients, client_key, close_kept_consumers, learn_topic, lent_consumer
+from .kept_clients import KeptClients, client_key, close_consumer, close_kept_consumers, learn_topic, lent_consumer
+from .lane_reader import LaneReader, OwnReader, PartitionReader
 from .progress import StoredProgress, fingerprint, progress_since, progress_since_many, read_stored_progress
 from .units import LossEvent, Run, UnitResult, UnitSpec
 
@@ -88,7 +89,8 @@ _CONSUME_WAIT_S = 0.1
 #: ``init_transactions`` could ask for its producer id: 55 ms per unit at 100 ms, 17 ms at 20 ms (measured on the
 #: embedded broker). A unit of a few records is mostly such waits. Reconnecting after a failure still backs off
 #: exponentially up to ``reconnect.backoff.max.ms``.
-#: Consumer: one partition per consumer, so a fetch may bring more of it than librdkafka's 1 MiB default. Its
+#: Consumer: a unit's own consumer has one partition, so a fetch may bring more of it than librdkafka's 1 MiB
+#: default (a lane's consumer, ``lane_reader``, has many, within librdkafka's ``fetch.max.bytes``). Its
 #: read-ahead is bounded (10,000 records or 32 MiB, against librdkafka's 100,000 and 64 MiB): a unit copies up to
 #: an end offset, and records fetched past it are thrown away when the unit closes (on a live topic, every run
 #: fetched up to 64 MiB the next run fetched again). A copier hands records to its producer far slower than
@@ -228,22 +230,26 @@ def transactional_id(flow: str, family: str, topic: str, partition: int) -> str:
 
 
 def copy_unit(
-    spec: UnitSpec, started: float | None = None, lane: _LaneTransaction | None = None, may_defer: bool = False
+    spec: UnitSpec,
+    started: float | None = None,
+    lane: _LaneTransaction | None = None,
+    may_defer: bool = False,
+    reader: LaneReader | None = None,
 ) -> UnitResult:
     """Run one unit and describe the outcome; never raises, so one bad partition cannot hide the others.
 
     ``started``: when its lane began (``copy_units``); the unit's ``UNIT_SECONDS`` count from there. ``lane``: the
     transaction its lane's earlier units left open, which it goes on in; ``may_defer``: it may leave its own last
-    transaction open for the lane's next unit (see ``_LaneTransaction``).
+    transaction open for the lane's next unit (see ``_LaneTransaction``); ``reader``: its lane's consumer.
     """
     started = time.monotonic() if started is None else started
-    unit = _UnitCopy(spec, started=started, lane=lane, may_defer=may_defer)
+    unit = _UnitCopy(spec, started=started, lane=lane, may_defer=may_defer, reader=reader)
     result = unit.attempt()
     unit.drop_producer()
     if unit.reused and unit.producer_broken and result.records == 0:
         # A producer kept from an earlier unit was fenced since (another process took the partition's id, e.g. a
         # retried task) or broke while idle. Nothing was committed: do what a unit always did, with a new producer.
-        unit = _UnitCopy(spec, reuse=False, started=started, lane=lane, may_defer=may_defer)
+        unit = _UnitCopy(spec, reuse=False, started=started, lane=lane, may_defer=may_defer, reader=reader)
         result = unit.attempt()
         unit.drop_producer()
     result.seconds = round(time.monotonic() - started, 3)
@@ -385,7 +391,8 @@ def copy_units(specs: Sequence[UnitSpec], threads: int | None = None) -> list[Un
     units of a wave never share a partition, so order within a partition is unaffected. Units sharing a
     ``transactional.id`` (a lane, see ``lanes``) run one after the other, each with its own transactions on the
     lane's producer; a lane's units share ``UNIT_SECONDS``: once it is spent, the rest of the lane is left for the
-    next wave (status ``deferred``), so a wave returns to the driver in about that time.
+    next wave (status ``deferred``), so a wave returns to the driver in about that time. A lane of several units with
+    records to copy also shares one source consumer (``lane_reader.LaneReader``), as an MM2 task's partitions do.
     """
     threads = UNIT_THREADS if threads is None else threads
     results: list[UnitResult | None] = [None] * len(specs)
@@ -394,13 +401,24 @@ def copy_units(specs: Sequence[UnitSpec], threads: int | None = None) -> list[Un
         started = time.monotonic()
         shared = _LaneTransaction()
         shared.specs = [specs[index] for index in lane]
-        for n, index in enumerate(lane):
-            spec = specs[index]
-            if n and time.monotonic() - started >= UNIT_SECONDS:
-                results[index] = UnitResult(spec.topic, spec.partition, "deferred")
-            else:
-                last = n == len(lane) - 1
-                results[index] = copy_unit(spec, started, shared, may_defer=not last)
+        planned = _lane_plan(shared.specs)
+        with contextlib.ExitStack() as stack:
+            reader = None
+            if len(planned) > 1:
+                first = shared.specs[0]
+                try:
+                    consumer = _source_consumer(first)  # not a kept one: see ``lane_reader``
+                    stack.callback(close_consumer, consumer)
+                    reader = LaneReader(consumer, planned)
+                except KafkaException:
+                    reader = None  # a source that does not answer: each unit meets it, and names it, on its own
+            for n, index in enumerate(lane):
+                spec = specs[index]
+                if n and time.monotonic() - started >= UNIT_SECONDS:
+                    results[index] = UnitResult(spec.topic, spec.partition, "deferred")
+                else:
+                    last = n == len(lane) - 1
+                    results[index] = copy_unit(spec, started, shared, may_defer=not last, reader=reader)
         shared.commit(specs[lane[-1]].timeout_s)
 
     lanes_ = lanes(specs)
@@ -412,6 +430,20 @@ def copy_units(specs: Sequence[UnitSpec], threads: int | None = None) -> list[Un
         with ThreadPoolExecutor(min(threads, len(lanes_)), thread_name_prefix="mirrorflow-unit") as pool:
             list(pool.map(run_lane, lanes_))
     return [result for result in results if result is not None]
+
+
+def _lane_plan(specs: Sequence[UnitSpec]) -> dict[tuple[str, int], tuple[int, int]]:
+    """The ``(start, end)`` a lane's reader (``LaneReader``) reads each partition from and to: where the run planned
+    each unit to start (its reading of the stored progress), for the units with records to copy. Left out, each to
+    read alone: a reset, a start under the log start (records lost) or unknown, another consumer configuration."""
+    planned: dict[tuple[str, int], tuple[int, int]] = {}
+    for spec in specs:
+        if spec.reset is not None or spec.progress_from < 0 or spec.log_start < 0:
+            continue
+        start = spec.stored.offset + 1 if spec.stored is not None else spec.default_start
+        if spec.log_start <= start < spec.end and spec.source_consumer == specs[0].source_consumer:
+            planned[(spec.topic, spec.partition)] = (start, spec.end)
+    return planned
 
 
 def lanes(specs: Sequence[UnitSpec]) -> list[list[int]]:
@@ -634,8 +666,10 @@ class _UnitCopy:
         started: float | None = None,
         lane: _LaneTransaction | None = None,
         may_defer: bool = False,
+        reader: LaneReader | None = None,
     ) -> None:
         self.spec = spec
+        self.reader = reader  # the lane's consumer, if it has one (``copy_units``)
         self.exactly_once = spec.delivery == "exactly-once"
         self.result = UnitResult(spec.topic, spec.partition, "copied")
         self.producer: Producer | None = None
@@ -826,6 +860,24 @@ class _UnitCopy:
         result.position = start
         if result.start is None:  # a span copied again (``_PerRecordReports``) keeps the unit's first start
             result.start = start
+        shared = self.reader.open(spec.topic, spec.partition, start) if self.reader is not None else None
+        if shared is not None and not reset and 0 <= spec.log_start <= start < spec.end:
+            if self.exactly_once:
+                self._begin()
+            position = self._copy_records(shared, start)
+        else:
+            copied = self._copy_alone(start, reset)
+            if copied is None:
+                return
+            start, position = copied
+        self._checkpoint(position)
+        if result.records == 0 and not reset and position == start:
+            result.status = "noop"
+
+    def _copy_alone(self, start: int, reset: bool) -> tuple[int, int] | None:
+        """Copy with a consumer of the partition alone, from ``start`` (or the log start, if records were lost); the
+        start and the next offset to copy, or None when there is nothing to copy or a loss stops the partition."""
+        spec, result = self.spec, self.result
         with lent_consumer(_source_config(spec), lambda: _source_consumer(spec)) as consumer:
             learn_topic(consumer, spec.topic, spec.timeout_s)
             log_start = spec.log_start
@@ -838,21 +890,19 @@ class _UnitCopy:
                 result.loss = LossEvent(spec.topic, spec.partition, start, log_start - 1, action)
                 if spec.truncation == "stop":
                     result.status = "stopped"
-                    return
+                    return None
                 # The records between the stored progress and the log start existed but were never copied,
                 # so nothing may be claimed about what precedes this unit's first run.
                 start = result.start = result.position = log_start
                 self.previous = -1
             if start >= spec.end and not reset:
                 result.status = "noop"
-                return
-            consumer.assign([TopicPartition(spec.topic, spec.partition, start)])
+                return None
+            source = OwnReader(consumer, spec.topic, spec.partition, start)
             if self.exactly_once:
                 self._begin()
-            position = self._copy_records(consumer, start) if start < spec.end else start
-        self._checkpoint(position)
-        if result.records == 0 and not reset and position == start:
-            result.status = "noop"
+            position = self._copy_records(source, start) if start < spec.end else start
+        return start, position
 
     def _batch_size(self, position: int) -> int:
         """Records to ask the consumer for: never past the unit's end, its record limit or a fault."""
@@ -865,14 +915,13 @@ class _UnitCopy:
             want = min(want, fault.after_records - self.sent_total)
         return max(1, want)
 
-    def _copy_records(self, consumer: Consumer, start: int) -> int:
+    def _copy_records(self, source: PartitionReader, start: int) -> int:
         """Copy from ``start`` up to ``spec.end`` or the unit's limits; return the next offset to copy."""
         spec, producer = self.spec, self.producer
         assert producer is not None
         end = spec.end
         position = start
         last_record = time.monotonic()
-        tp = TopicPartition(spec.topic, spec.partition)
         first = True
         paused = False
         # A kept producer idle for a while: one record first, to learn at once whether it was fenced (once: not again
@@ -880,7 +929,7 @@ class _UnitCopy:
         probe = self.probe and not self.sent_total
 
         while True:
-            messages = consumer.consume(1 if probe else self._batch_size(position), timeout=_CONSUME_WAIT_S)
+            messages = source.consume(1 if probe else self._batch_size(position), _CONSUME_WAIT_S)
             reached_eof = not messages
             if messages:
                 _check_partition(messages, spec)
@@ -896,7 +945,7 @@ class _UnitCopy:
                 # The unit's last record is here: stop fetching now, not after producing the batch. A consumer at
                 # the end of a partition keeps long-polling (and a broker that answers at once, like the embedded
                 # test broker, turns that into thousands of fetches a second, on both sides).
-                consumer.pause([tp])
+                source.pause()
                 paused = True
             done = 0
             while done < len(messages):
@@ -933,7 +982,7 @@ class _UnitCopy:
                     self._checkpoint(position)
             if reached_eof:
                 # Under read_committed the position moves past aborted records and markers without delivering them.
-                consumed_to = consumer.position([tp])[0].offset
+                consumed_to = source.position()
                 if first and consumed_to > start:
                     first = False
                     position, limit = self._send_skipped(start, min(consumed_to, end), position)
