@@ -764,7 +764,7 @@ class _UnitCopy:
         self.probe = kept is not None and kept[1] >= PROBE_AFTER_IDLE_S
         self.key = key
         if self.producer is None:
-            self.producer = _new_producer(config, spec.timeout_s)
+            self.producer = _new_producer(config, spec.remote_topic, spec.timeout_s)
             if self.exactly_once:
                 # Fences zombies and waits for their transactions to end; a kept producer did this when it was made.
                 self.producer.init_transactions(spec.timeout_s)
@@ -1395,20 +1395,20 @@ def close_kept_clients(timeout: float = 10.0) -> None:
     close_kept_consumers()
 
 
-def _new_producer(config: dict[str, Any], timeout: float) -> Producer:
-    """A producer already connected to its cluster's broker, so ``init_transactions`` gets a producer id at once.
+def _new_producer(config: dict[str, Any], topic: str, timeout: float) -> Producer:
+    """A producer already connected to a broker the cluster's metadata named, so ``init_transactions`` gets a
+    producer id at once.
 
-    A producer made a moment ago is still moving from its bootstrap connection to the broker the metadata named.
-    ``init_transactions`` called then finds "no brokers available" and, depending on which comes first, retries
-    when that broker is up (~17 ms) or only when librdkafka's 500 ms coordinator timer fires: measured on the
-    embedded broker, 1 time in 8 one after the other and 1 in 4 with 8 at once. A metadata request for the whole
-    cluster returns only once that connection is up. With it, 80 producers made 8 at once took 0.45-0.48 s in all
-    (slowest 41 ms) against 1.4-2.0 s without; a request for one topic returns before the broker is up and did
-    not help. On a cluster of many topics the request costs more, but a producer is made once per unit and kept
-    between units of the same process (``KEEP_PRODUCERS``).
+    A producer made a moment ago is still moving from its bootstrap connection to the broker the metadata named
+    (librdkafka lets the bootstrap connection go once it knows the cluster's brokers). ``init_transactions`` called
+    then finds "no brokers available" and retries only when librdkafka's 500 ms timer fires. The first metadata
+    request (for ``topic`` alone) is answered on the bootstrap connection; the second can only be answered by a
+    named broker, so it returns once one is up. Not a request for the whole cluster's metadata, which also waits for
+    that broker but costs in proportion to the cluster's partitions (see BENCHMARKS.md).
     """
     producer = Producer(config)
-    producer.list_topics(timeout=timeout)
+    producer.list_topics(topic, timeout=timeout)
+    producer.list_topics(topic, timeout=timeout)
     return producer
 
 
