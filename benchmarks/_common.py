@@ -256,6 +256,94 @@ def produce(bootstrap: str, topic: str, partitions: int, per_partition: int, tag
         raise RuntimeError(f"{topic}: {remaining} record(s) not delivered, errors: {errors[:3]}")
 
 
+TOPIC_CHUNK = 500
+"""Topics per ``create_topics``/``delete_topics`` request: one batched call, in chunks a broker takes at once."""
+
+
+def create_topics(bootstrap: str, names: list[str], partitions: int, rf: int = 1, timeout: float = 300.0) -> None:
+    """Every topic in batched ``create_topics`` requests (``TOPIC_CHUNK`` a request), then wait for their leaders."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for start in range(0, len(names), TOPIC_CHUNK):
+        chunk = [
+            NewTopic(n, num_partitions=partitions, replication_factor=rf) for n in names[start : start + TOPIC_CHUNK]
+        ]
+        for future in admin.create_topics(chunk, request_timeout=timeout).values():
+            future.result(timeout)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        topics = admin.list_topics(timeout=60).topics
+        missing = [
+            n
+            for n in names
+            if (entry := topics.get(n)) is None
+            or entry.error is not None
+            or len(entry.partitions) != partitions
+            or any(p.leader < 0 for p in entry.partitions.values())
+        ]
+        if not missing:
+            return
+        time.sleep(0.5)
+    raise TimeoutError(f"{len(missing)} of {len(names)} topics without leaders for {partitions} partition(s)")
+
+
+def produce_everywhere(
+    bootstrap: str,
+    names: list[str],
+    partitions: int,
+    per_partition: int,
+    record: Callable[[int, int], tuple[bytes | None, bytes]],
+    timeout: float = 300.0,
+) -> None:
+    """``per_partition`` records into every partition of every topic with one idempotent producer, ``record(p, i)``
+    giving the key and value of partition ``p``'s ``i``-th; raises unless all are acknowledged."""
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 20})
+    errors: list[str] = []
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is not None:
+            errors.append(str(err))
+
+    for topic in names:
+        for p in range(partitions):
+            for i in range(per_partition):
+                key, value = record(p, i)
+                while True:
+                    try:
+                        producer.produce(topic, key=key, value=value, partition=p, on_delivery=on_delivery)
+                        break
+                    except BufferError:
+                        producer.poll(0.05)
+        producer.poll(0)
+    remaining = producer.flush(timeout)
+    if remaining or errors:
+        raise RuntimeError(f"{remaining} record(s) not delivered, errors: {errors[:3]}")
+
+
+def spread_commit(
+    bootstrap: str, groups: list[str], names: list[str], partitions: int, per_group: int, records: int
+) -> None:
+    """Group g commits on ``per_group`` partitions of the flow (consecutive from partition ``per_group * g``,
+    wrapping around it), at offsets 1..``records``: inside what was copied, so every checkpoint translates.
+
+    ``commit_many`` over several topics: one AdminClient request per group, 100 in flight.
+    """
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # referenced until every future of a chunk resolved
+    width = len(names) * partitions
+    for start in range(0, len(groups), 100):
+        futures = {}
+        for g in range(start, min(start + 100, len(groups))):
+            tps = []
+            for k in range(min(per_group, width)):
+                index = (g * per_group + k) % width
+                tps.append(TopicPartition(names[index // partitions], index % partitions, 1 + (g * 7 + k) % records))
+            futures.update(admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(groups[g], tps)]))
+        for group, future in futures.items():
+            answer = future.result(120)
+            failed = [f"{tp.topic}/{tp.partition}: {tp.error}" for tp in answer.topic_partitions or [] if tp.error]
+            if failed:
+                raise RuntimeError(f"group {group}: commit refused: {failed[:3]}")
+
+
 def commit_many(
     bootstrap: str, topic: str, groups: list[str], offset_of: Callable[[int, int], int], partitions: int
 ) -> None:

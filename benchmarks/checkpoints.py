@@ -50,20 +50,23 @@ from _common import (
     PREFIX,
     Clusters,
     create_topic,
+    create_topics,
     embedded_clusters,
     mm2_properties,
     peak_rss_mib,
     produce,
+    produce_everywhere,
     rss_mib,
     say,
     spread,
+    spread_commit,
     table,
     timed,
     tree_cpu_seconds,
     wait_until_quiet,
 )
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from mirrorflow import kafka_calls
 from mirrorflow.checkpoints.emit import CheckpointReport, emit_checkpoints, read_checkpoints
@@ -290,78 +293,6 @@ class WideResult:
         return self.steps[f"emit {when}"].wall + self.steps[f"sync {when}"].wall
 
 
-def create_topics(bootstrap: str, names: list[str], partitions: int, timeout: float = 300.0) -> None:
-    """Every topic in one batched ``create_topics`` call, then wait until metadata shows a leader everywhere."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    new = [NewTopic(n, num_partitions=partitions, replication_factor=1) for n in names]
-    for future in admin.create_topics(new, request_timeout=timeout).values():
-        future.result(timeout)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        known = admin.list_topics(timeout=60).topics
-        missing = [
-            n
-            for n in names
-            if (entry := known.get(n)) is None
-            or entry.error is not None
-            or len(entry.partitions) != partitions
-            or any(p.leader < 0 for p in entry.partitions.values())
-        ]
-        if not missing:
-            return
-        time.sleep(0.5)
-    raise TimeoutError(f"{len(missing)} of {len(names)} topics without leaders for {partitions} partition(s)")
-
-
-def produce_everywhere(bootstrap: str, names: list[str], partitions: int, per_partition: int) -> None:
-    """``per_partition`` small records into every partition of every topic, with one idempotent producer."""
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 20})
-    errors: list[str] = []
-
-    def on_delivery(err: Any, _msg: Any) -> None:
-        if err is not None:
-            errors.append(str(err))
-
-    for topic in names:
-        for p in range(partitions):
-            for i in range(per_partition):
-                while True:
-                    try:
-                        producer.produce(topic, key=b"k%d" % i, value=b"v%d" % i, partition=p, on_delivery=on_delivery)
-                        break
-                    except BufferError:
-                        producer.poll(0.05)
-        producer.poll(0)
-    remaining = producer.flush(300)
-    if remaining or errors:
-        raise RuntimeError(f"{remaining} record(s) not delivered, errors: {errors[:3]}")
-
-
-def spread_commit(
-    bootstrap: str, groups: list[str], names: list[str], partitions: int, per_group: int, records: int
-) -> None:
-    """Group g commits on ``per_group`` partitions of the flow (consecutive from partition ``per_group * g``,
-    wrapping around it), at offsets 1..``records``: inside what was copied, so every checkpoint translates.
-
-    ``benchmarks/_common.commit_many`` over several topics: one AdminClient request per group, 100 in flight.
-    """
-    admin = AdminClient({"bootstrap.servers": bootstrap})  # referenced until every future of a chunk resolved
-    width = len(names) * partitions
-    for start in range(0, len(groups), 100):
-        futures = {}
-        for g in range(start, min(start + 100, len(groups))):
-            tps = []
-            for k in range(min(per_group, width)):
-                index = (g * per_group + k) % width
-                tps.append(TopicPartition(names[index // partitions], index % partitions, 1 + (g * 7 + k) % records))
-            futures.update(admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(groups[g], tps)]))
-        for group, future in futures.items():
-            answer = future.result(120)
-            failed = [f"{tp.topic}/{tp.partition}: {tp.error}" for tp in answer.topic_partitions or [] if tp.error]
-            if failed:
-                raise RuntimeError(f"group {group}: commit refused: {failed[:3]}")
-
-
 def measured(fn: Callable[[], T], brokers: list[int], profile: bool, label: str) -> tuple[T, Step]:
     """``fn()`` timed (wall, this process's CPU, the brokers' CPU) with its Kafka calls counted."""
     broker_before = sum(tree_cpu_seconds(pid) for pid in brokers)
@@ -403,7 +334,9 @@ def measure_wide(
     say(
         f"  {topics:,} topics x {partitions} partitions created (one create_topics call) in {result.setup['create_topics']:.1f} s"
     )
-    _, result.setup["produce"] = timed(lambda: produce_everywhere(primary, names, partitions, records))
+    _, result.setup["produce"] = timed(
+        lambda: produce_everywhere(primary, names, partitions, records, lambda _p, i: (b"k%d" % i, b"v%d" % i))
+    )
     say(f"  {records} records in each of {topics * partitions:,} partitions in {result.setup['produce']:.1f} s")
     report, result.setup["replicate"] = timed(lambda: replicate(config, FLOW, None, LocalExecutor(), timeout=1200.0))
     if not report.ok or report.lag:

@@ -32,9 +32,19 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from _common import FLOW, PREFIX, embedded_clusters, mm2_properties, say, spread, table, timed
-from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from _common import (
+    FLOW,
+    PREFIX,
+    create_topics,
+    embedded_clusters,
+    mm2_properties,
+    produce_everywhere,
+    say,
+    spread,
+    table,
+    timed,
+)
+from confluent_kafka import Consumer, TopicPartition
 
 from mirrorflow import kafka_calls
 from mirrorflow.config import parse_config
@@ -57,7 +67,7 @@ def main() -> int:
     names = [f"{PREFIX}.status.{i:05d}" for i in range(args.topics)] if args.topics > 1 else [f"{PREFIX}.status"]
     width = len(names) * args.partitions
     with embedded_clusters() as clusters:
-        _, create_s = timed(lambda: create_topics(clusters.primary, names, args.partitions))
+        _, create_s = timed(lambda: create_topics(clusters.primary, names, args.partitions, timeout=120.0))
         _, produce_s = timed(lambda: produce_all(clusters.primary, names, args.partitions, args.records, "before"))
         say(
             f"{len(names)} topic(s) x {args.partitions} partitions x {args.records} records: created in "
@@ -154,45 +164,9 @@ def page_and_metrics(status: FlowStatus) -> list[tuple[str, str]]:
     ]
 
 
-def create_topics(bootstrap: str, names: list[str], partitions: int, timeout: float = 120.0) -> None:
-    """Every topic in one ``create_topics`` request; then wait until metadata shows a leader for every partition."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    new = [NewTopic(name, num_partitions=partitions, replication_factor=1) for name in names]
-    for future in admin.create_topics(new, request_timeout=timeout).values():
-        future.result(timeout)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        topics = admin.list_topics(timeout=30).topics
-        ready = all(
-            (entry := topics.get(name)) is not None
-            and entry.error is None
-            and len(entry.partitions) == partitions
-            and all(p.leader >= 0 for p in entry.partitions.values())
-            for name in names
-        )
-        if ready:
-            return
-        time.sleep(0.2)
-    raise TimeoutError(f"{len(names)} topics did not get leaders for {partitions} partition(s) in {timeout} s")
-
-
 def produce_all(bootstrap: str, names: list[str], partitions: int, per_partition: int, tag: str) -> None:
-    """``per_partition`` small records into each partition of each topic; raises unless all are acknowledged."""
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 20})
-    errors: list[str] = []
-
-    def on_delivery(err: object, _msg: object) -> None:
-        if err is not None:
-            errors.append(str(err))
-
-    for topic in names:
-        for p in range(partitions):
-            for i in range(per_partition):
-                producer.produce(topic, value=f"{tag}-{p}-{i}".encode(), partition=p, on_delivery=on_delivery)
-        producer.poll(0)
-    remaining = producer.flush(120)
-    if remaining or errors:
-        raise RuntimeError(f"{remaining} record(s) not delivered, errors: {errors[:3]}")
+    """``per_partition`` small records, tagged, into each partition of each topic (``produce_everywhere``)."""
+    produce_everywhere(bootstrap, names, partitions, per_partition, lambda p, i: (None, f"{tag}-{p}-{i}".encode()), 120)
 
 
 def commit_groups(bootstrap: str, names: list[str], partitions: int, groups: int, offset: int) -> None:

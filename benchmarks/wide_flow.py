@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import secrets
@@ -59,18 +60,25 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from _common import INTERRUPTED, say, table, wait_until_quiet
+from _common import (
+    INTERRUPTED,
+    TOPIC_CHUNK,
+    create_topics,
+    produce_everywhere,
+    say,
+    spread_commit,
+    table,
+    wait_until_quiet,
+)
 from confluent_kafka import (
     OFFSET_BEGINNING,
     TIMESTAMP_NOT_AVAILABLE,
     Consumer,
-    ConsumerGroupTopicPartitions,
     KafkaError,
     KafkaException,
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, NewTopic
 from replication_throughput import (
     PLAIN_RECEIVE_MAX,
     TARGET_ALIAS,
@@ -103,8 +111,6 @@ RECORD_BYTES = 100
 FIRST_PER_PARTITION = 2
 NEW_PER_PARTITION = 10
 PARTITIONS_PER_GROUP = 20
-#: Topics per ``create_topics``/``delete_topics`` request: one batched call, in chunks a broker takes at once.
-TOPIC_CHUNK = 500
 
 #: Steps in the order they run and print; ``RUN_STEPS`` are replication runs (each variant, plain loop included).
 STEPS = {
@@ -276,91 +282,23 @@ def mirrorflow_cli() -> list[str]:
 # ----------------------------------------------------------------------------------------------------
 
 
-def create_topics(bootstrap: str, names: list[str], partitions: int, rf: int, timeout: float = 300.0) -> None:
-    """Every topic in batched ``create_topics`` requests (``TOPIC_CHUNK`` a request), then wait for their leaders."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for start in range(0, len(names), TOPIC_CHUNK):
-        chunk = [
-            NewTopic(n, num_partitions=partitions, replication_factor=rf) for n in names[start : start + TOPIC_CHUNK]
-        ]
-        for future in admin.create_topics(chunk, request_timeout=timeout).values():
-            future.result(timeout)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        topics = admin.list_topics(timeout=60).topics
-        missing = [
-            n
-            for n in names
-            if (entry := topics.get(n)) is None
-            or entry.error is not None
-            or len(entry.partitions) != partitions
-            or any(p.leader < 0 for p in entry.partitions.values())
-        ]
-        if not missing:
-            return
-        time.sleep(0.5)
-    raise TimeoutError(f"{len(missing)} of {len(names)} topics without leaders for {partitions} partitions")
-
-
 def drop_topics(bootstrap: str, names: list[str]) -> None:
     """Delete ``names`` in chunks (a topic already gone is fine)."""
     for start in range(0, len(names), TOPIC_CHUNK):
         delete_topics(bootstrap, names[start : start + TOPIC_CHUNK])
 
 
-def produce_wide(bootstrap: str, names: list[str], partitions: int, per_partition: int, first: int) -> None:
-    """``per_partition`` records of ``RECORD_BYTES`` into every partition, with one idempotent producer."""
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 20})
+def wide_records(first: int) -> Callable[[int, int], tuple[bytes, bytes]]:
+    """Records for ``produce_everywhere``: keys numbered from ``first``, values of ``RECORD_BYTES`` cut from one random
+    block at a moving offset (incompressible, and no two neighbours alike)."""
     block = os.urandom(65536)
-    errors: list[str] = []
+    count = itertools.count()
 
-    def on_delivery(err: Any, _msg: Any) -> None:
-        if err is not None:
-            errors.append(str(err))
+    def record(_partition: int, i: int) -> tuple[bytes, bytes]:
+        start = (next(count) * 7919) % (len(block) - RECORD_BYTES)
+        return b"%d" % (first + i), block[start : start + RECORD_BYTES]
 
-    n = 0
-    for topic in names:
-        for p in range(partitions):
-            for i in range(first, first + per_partition):
-                start = (n * 7919) % (len(block) - RECORD_BYTES)
-                n += 1
-                while True:
-                    try:
-                        producer.produce(
-                            topic,
-                            key=b"%d" % i,
-                            value=block[start : start + RECORD_BYTES],
-                            partition=p,
-                            on_delivery=on_delivery,
-                        )
-                        break
-                    except BufferError:
-                        producer.poll(0.05)
-        producer.poll(0)
-    remaining = producer.flush(300)
-    if remaining or errors:
-        raise RuntimeError(f"{remaining} record(s) not delivered, errors: {errors[:3]}")
-
-
-def commit_groups(bootstrap: str, groups: list[str], names: list[str], partitions: int, end: int) -> None:
-    """Group g commits on ``PARTITIONS_PER_GROUP`` partitions of the flow (consecutive from partition 20 g, wrapping
-    around the flow), at offsets 1..``end``: inside the copied range, so their checkpoints translate."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})  # referenced until every future of a chunk resolved
-    width = len(names) * partitions
-    per_group = min(PARTITIONS_PER_GROUP, width)
-    for start in range(0, len(groups), 100):
-        futures = {}
-        for g in range(start, min(start + 100, len(groups))):
-            tps = []
-            for k in range(per_group):
-                index = (g * PARTITIONS_PER_GROUP + k) % width
-                tps.append(TopicPartition(names[index // partitions], index % partitions, 1 + (g * 7 + k) % end))
-            futures.update(admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(groups[g], tps)]))
-        for group, future in futures.items():
-            answer = future.result(120)
-            failed = [f"{tp.topic}/{tp.partition}: {tp.error}" for tp in answer.topic_partitions or [] if tp.error]
-            if failed:
-                raise RuntimeError(f"group {group}: commit refused: {failed[:3]}")
+    return record
 
 
 def write_config(
@@ -885,7 +823,7 @@ def measure_size(
         result.setup["create_topics_s"] = round(time.perf_counter() - started, 2)
         say(f"  {topics:,} topics x {partitions} partitions created in {result.setup['create_topics_s']:.1f} s")
         started = time.perf_counter()
-        produce_wide(source, names, partitions, FIRST_PER_PARTITION, 0)
+        produce_everywhere(source, names, partitions, FIRST_PER_PARTITION, wide_records(0))
         result.setup["produce_first_s"] = round(time.perf_counter() - started, 2)
         say(f"  {width * FIRST_PER_PARTITION:,} records written in {result.setup['produce_first_s']:.1f} s")
         if "plain" in by_key:  # a user's loop has its target topics already; mirrorflow creates its own
@@ -921,7 +859,9 @@ def measure_steps(args: argparse.Namespace, ctx: Context, result: SizeResult) ->
                 continue
             started = time.perf_counter()
             try:
-                produce_wide(ctx.source, ctx.topics, ctx.partitions, NEW_PER_PARTITION, FIRST_PER_PARTITION)
+                produce_everywhere(
+                    ctx.source, ctx.topics, ctx.partitions, NEW_PER_PARTITION, wide_records(FIRST_PER_PARTITION)
+                )
             except (RuntimeError, KafkaException) as exc:
                 result.stopped = f"writing the new records at {result.label}: {exc}"
                 say(f"  STOPPED: {result.stopped}")
@@ -942,7 +882,7 @@ def measure_steps(args: argparse.Namespace, ctx: Context, result: SizeResult) ->
         groups = [f"bench-{ctx.run_id}-g{g:05d}" for g in range(args.groups)]
         started = time.perf_counter()
         try:
-            commit_groups(ctx.source, groups, ctx.topics, ctx.partitions, copied)
+            spread_commit(ctx.source, groups, ctx.topics, ctx.partitions, PARTITIONS_PER_GROUP, copied)
             result.setup["commit_groups_s"] = round(time.perf_counter() - started, 2)
             say(
                 f"  {args.groups} groups committed on {min(PARTITIONS_PER_GROUP, width)} partitions each in "
