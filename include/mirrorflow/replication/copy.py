@@ -440,7 +440,7 @@ def _lane_plan(specs: Sequence[UnitSpec]) -> dict[tuple[str, int], tuple[int, in
     for spec in specs:
         if spec.reset is not None or spec.progress_from < 0 or spec.log_start < 0:
             continue
-        start = spec.stored.offset + 1 if spec.stored is not None else spec.default_start
+        start = _planned_start(spec)
         if spec.log_start <= start < spec.end and spec.source_consumer == specs[0].source_consumer:
             planned[(spec.topic, spec.partition)] = (start, spec.end)
     return planned
@@ -472,10 +472,14 @@ def task_shares(specs: Sequence[UnitSpec]) -> list[list[int]]:
     return [share for _, share in shares]
 
 
+def _planned_start(spec: UnitSpec) -> int:
+    """Where the run planned the unit to start: after its stored progress as the run read it, else the default."""
+    return spec.stored.offset + 1 if spec.stored is not None else spec.default_start
+
+
 def _planned_records(spec: UnitSpec) -> int:
     """Records the run planned the unit to copy (at least 1: every unit costs something)."""
-    start = spec.stored.offset + 1 if spec.stored is not None else spec.default_start
-    return max(1, spec.end - start)
+    return max(1, spec.end - _planned_start(spec))
 
 
 def _is_fenced(error: object) -> bool:

@@ -103,9 +103,7 @@ class LaneReader:
 
     def _forget(self, key: tuple[str, int]) -> None:
         """A unit is done with its partition (or never reads it here): stop fetching it and drop what is held."""
-        if key in self._ends and key not in self._done:
-            self._done.add(key)
-            self._pause_or_resume([key], pause=True)
+        self._stop_fetching(key)
         self._held -= self._bytes.pop(key, 0)
         self._buffers.pop(key, None)
 
@@ -118,7 +116,7 @@ class LaneReader:
         if not buffer:
             self._pull(key, count, timeout)
         taken = [buffer.popleft() for _ in range(min(count, len(buffer)))]
-        size = self._size(taken)
+        size = sum(_size(message) for message in taken)
         self._held -= size
         self._bytes[key] -= size
         return taken
@@ -133,7 +131,7 @@ class LaneReader:
             if buffer is None:
                 continue  # a partition given up on (``_forget``): fetched before it was paused
             buffer.append(message)
-            size = self._size([message])
+            size = _size(message)
             self._bytes[where] += size
             self._held += size
             error = message.error()
@@ -142,15 +140,18 @@ class LaneReader:
             # Fetched up to its planned end (its last record, or the end of the partition there): fetch no more.
             last = message.offset() if error is None else message.offset() - 1
             if last >= self._ends[where] - 1:
-                self._done.add(where)
-                self._pause_or_resume([where], pause=True)
+                self._stop_fetching(where)
         if self._held > BUFFER_BYTES:
             full = [other for other in self._buffers if other != key and other not in self._done | self._waiting]
             self._waiting.update(full)
             self._pause_or_resume(full, pause=True)
 
     def pause(self, key: tuple[str, int]) -> None:
-        if key not in self._done:
+        self._stop_fetching(key)
+
+    def _stop_fetching(self, key: tuple[str, int]) -> None:
+        """Pause a partition of this reader for good (once: a paused partition is in ``_done``)."""
+        if key in self._ends and key not in self._done:
             self._done.add(key)
             self._pause_or_resume([key], pause=True)
 
@@ -166,13 +167,11 @@ class LaneReader:
             tps = [TopicPartition(topic, partition) for topic, partition in keys]
             (self._consumer.pause if pause else self._consumer.resume)(tps)
 
-    @staticmethod
-    def _size(messages: Sequence[Any]) -> int:
-        size = 0
-        for message in messages:
-            key, value = message.key(), message.value()
-            size += (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
-        return size
+
+def _size(message: Any) -> int:
+    """A message's key and value bytes: what a reader holds of it."""
+    key, value = message.key(), message.value()
+    return (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
 
 
 class _LanePartition:
