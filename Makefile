@@ -1,25 +1,32 @@
 # mirrorflow: two commands on a fresh clone: `make test` and `make demo`.
-# The virtualenv is rebuilt only when pyproject.toml changes (the stamp file records the install).
+# The virtualenv is rebuilt only when a pyproject.toml or constraints.txt changes (the stamp file records the
+# install). constraints.txt holds the exact versions CI tests; pyproject.toml only ranges.
 
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-PYSPARK_VERSION := 4.3.0
+PYSPARK_VERSION := $(shell sed -n 's/^pyspark==//p' constraints.txt)
 
-.PHONY: install test unit integration lint demo demo-stop demo-status dev-up dev-down dev-status screenshots clean
+.PHONY: constraints install test unit integration lint demo demo-stop demo-status dev-up dev-down dev-status screenshots clean
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml dev/pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip setuptools wheel
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	@# The product (editable, with its test and demo extras) and the checkout's development tooling.
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev]" -e ./dev
 	@# apache-airflow-providers-apache-spark pulls pyspark-client, whose files overwrite pyspark's
 	@# Python side with an older version; put pyspark back (its jars were never touched).
 	$(BIN)/python -m pip install --quiet --no-deps --force-reinstall "pyspark==$(PYSPARK_VERSION)"
 	@$(BIN)/python -c "import pyspark, sys; v = pyspark.__version__; sys.exit(0 if v == '$(PYSPARK_VERSION)' else 'pyspark is ' + v)"
 	@touch $(STAMP)
+
+# The exact versions of everything the .venv holds, for reproducible installs (after upgrading a range on purpose).
+constraints: install
+	@{ sed -n '1,2p' constraints.txt; $(BIN)/python -m pip freeze --exclude-editable | grep -iv '^mirrorflow'; } > constraints.txt.new
+	@mv constraints.txt.new constraints.txt
 
 test: lint
 	$(BIN)/python -m pytest
@@ -31,8 +38,8 @@ integration: install
 	$(BIN)/python -m pytest tests/integration
 
 lint: install
-	$(BIN)/ruff check include tests spark_apps plugins dags docs benchmarks
-	$(BIN)/ruff format --check include tests spark_apps plugins dags docs benchmarks
+	$(BIN)/ruff check include dev tests dags docs benchmarks
+	$(BIN)/ruff format --check include dev tests dags docs benchmarks
 
 dev-up dev-down dev-status: install
 	$(BIN)/mirrorflow dev $(subst dev-,,$@)
@@ -53,8 +60,7 @@ demo-status:
 CHROMIUM := /usr/bin/chromium
 
 screenshots: install
-	$(BIN)/python -m pip install --quiet -e ".[docs]"
-	@if [ ! -x $(CHROMIUM) ]; then \
+		@if [ ! -x $(CHROMIUM) ]; then \
 		if [ "$$(id -u)" = 0 ]; then SUDO=; \
 		elif command -v sudo >/dev/null 2>&1; then SUDO=sudo; \
 		else echo "error: $(CHROMIUM) is missing and this user cannot install it (not root, no sudo)."; \

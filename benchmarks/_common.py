@@ -29,8 +29,8 @@ from typing import Any, TypeVar
 from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from mirrorflow.devcluster import ClusterSpec, DevClusters, free_port
 from mirrorflow.processes import children
+from mirrorflow_dev.devcluster import ClusterSpec, DevClusters, free_port
 
 T = TypeVar("T")
 

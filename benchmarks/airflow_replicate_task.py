@@ -36,9 +36,9 @@ from pathlib import Path
 from _common import create_topic, embedded_clusters, say, table
 from confluent_kafka import Producer
 
-from mirrorflow.demo.airflow_server import AirflowServer
-from mirrorflow.devcluster import free_port
 from mirrorflow.replication.local_connect import ensure_local_server, stop_local_server
+from mirrorflow_dev.demo.airflow_server import AirflowServer
+from mirrorflow_dev.devcluster import free_port
 
 TARGET_NOTHING_NEW_S = 3.0
 TARGET_SMALL_S = 5.0

@@ -306,10 +306,7 @@ def measured(fn: Callable[[], T], brokers: list[int], profile: bool, label: str)
 
 def xcom_values(emit: CheckpointReport, sync: SyncReport) -> float:
     """Seconds the DAG's tasks spend turning the reports into their XCom values (``_compact``, ``to_dict``)."""
-    plugins = str(Path(__file__).resolve().parents[1] / "plugins")
-    if plugins not in sys.path:
-        sys.path.insert(0, plugins)
-    from mirrorflow_airflow.checkpoints_dag import _compact  # Airflow: imported only here, not timed
+    from mirrorflow_airflow.dags.checkpoints import _compact  # Airflow: imported only here, not timed
 
     started = time.perf_counter()
     _compact(emit)

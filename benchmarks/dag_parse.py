@@ -76,8 +76,8 @@ def dag_files() -> list[Path]:
 
 def airflow_env(config: Path, home: Path) -> dict[str, str]:
     """The environment the demo's Airflow runs with (this checkout's dags/ and plugins/), for ``config``."""
-    from mirrorflow.demo.airflow_env import airflow_environment
-    from mirrorflow.devcluster import free_port
+    from mirrorflow_dev.demo.airflow_env import airflow_environment
+    from mirrorflow_dev.devcluster import free_port
 
     return airflow_environment(home, api_port=free_port(), config_path=config)
 

@@ -58,10 +58,10 @@ from confluent_kafka.admin import AdminClient
 from mirrorflow.checkpoints.emit import CheckpointReport, emit_checkpoints, read_checkpoints
 from mirrorflow.config import load_config
 from mirrorflow.config.model import FlowConfig
-from mirrorflow.demo.airflow_env import airflow_environment
-from mirrorflow.devcluster import REPO_ROOT, free_port
 from mirrorflow.replication.executor import LocalExecutor
 from mirrorflow.replication.run import replicate
+from mirrorflow_dev.demo.airflow_env import airflow_environment
+from mirrorflow_dev.devcluster import free_port
 
 TASKS = ("preflight", "final_copy", "move_groups", "stop_mirroring", "report")
 DAG_ID = "failover__primary__backup"
@@ -143,9 +143,6 @@ def airflow_home(config_file: Path) -> Iterator[Path]:
         if "airflow" in sys.modules:
             raise RuntimeError("airflow was imported before its environment was set")
         os.environ.update(airflow_environment(home, api_port=free_port(), config_path=config_file))
-        plugins = str(REPO_ROOT / "plugins")
-        if plugins not in sys.path:
-            sys.path.insert(0, plugins)
         yield home
     finally:
         shutil.rmtree(home, ignore_errors=True)
@@ -500,7 +497,7 @@ def main(argv: list[str] | None = None) -> int:
             say("2. Airflow in this process: import, resetdb, build the DAG")
             started = time.perf_counter()
             reset_airflow_db()
-            from mirrorflow_airflow.failover_dag import failover_dags
+            from mirrorflow_airflow.dags.failover import failover_dags
 
             dag = failover_dags()[DAG_ID]  # reads MIRRORFLOW_CONFIG, as the scheduler does
             setup.airflow_seconds = time.perf_counter() - started

@@ -514,7 +514,8 @@ def page_api() -> dict[str, Any]:
     import airflow  # noqa: F401 - puts the plugins folder on sys.path
     from airflow.api_fastapi.core_api.security import get_user
     from fastapi.testclient import TestClient
-    from mirrorflow_airflow import status_page
+
+    from mirrorflow_airflow.plugins import status_app as status_page
 
     app = status_page.create_app()
     app.dependency_overrides[get_user] = lambda: object()
@@ -633,8 +634,8 @@ def status_step(ctx: Context) -> Measure:
 def page_step(ctx: Context) -> Measure:
     """The page API in a subprocess with an Airflow environment of its own (throwaway AIRFLOW_HOME)."""
     assert ctx.flow_config is not None
-    from mirrorflow.demo.airflow_env import airflow_environment
-    from mirrorflow.devcluster import free_port
+    from mirrorflow_dev.demo.airflow_env import airflow_environment
+    from mirrorflow_dev.devcluster import free_port
 
     measure = Measure("page", "")
     env = airflow_environment(ctx.workdir / "airflow-home", api_port=free_port(), config_path=ctx.flow_config)

@@ -6,6 +6,6 @@ error; the DAGs of flows that are fine still load from ``mirror.py``.
 
 from __future__ import annotations
 
-from mirrorflow_airflow.config_check import raise_config_errors
+from mirrorflow_airflow.dags.config_check import raise_config_errors
 
 raise_config_errors()

@@ -1,10 +1,11 @@
 # syntax=docker/dockerfile:1
-# mirrorflow's Airflow image for docker-compose.yaml: Airflow 3.3.2 with the project's runtime
-# dependencies, pinned exactly as in pyproject.toml, and a Java runtime for spark-submit (the mirror
-# DAGs' SparkSubmitOperator runs the Spark driver in the task process, deploy-mode client).
+# mirrorflow's Airflow image for docker-compose.yaml: Airflow 3.3.2 with mirrorflow installed as users install
+# it (the wheel's provider: the connection type, the Replication page, the DAG factories), at the exact versions
+# of constraints.txt, and a Java runtime for spark-submit (the spark-submit engine runs the Spark driver in the
+# task process, deploy-mode client).
 #
-# The project's code is not copied in: docker-compose.yaml mounts dags/, plugins/, include/ and
-# spark_apps/ under /opt/airflow, so the build context is docker/ alone.
+# The build context is the repository (see .dockerignore): only the package sources are copied. docker-compose.yaml
+# mounts dags/ (a few lines each) and include/config/ (the configuration) under /opt/airflow.
 # Keep the Python version (3.11) equal to the Spark executors' (docker/spark.Dockerfile): PySpark
 # refuses to run tasks when driver and worker Python minor versions differ.
 FROM apache/airflow:3.3.2-python3.11
@@ -25,16 +26,14 @@ RUN set -eux; \
     chmod 0770 /opt/airflow/auth
 USER airflow
 
-# apache-airflow is named again (same version as the image) so pip never up- or downgrades it.
-# The Spark provider pulls pyspark-client, whose files overwrite pyspark's Python side with an older
-# version; reinstalling pyspark without dependencies puts it back (as `make install` does).
-RUN pip install --no-cache-dir \
-        "apache-airflow==3.3.2" \
-        "apache-airflow-providers-apache-spark==6.3.4" \
-        "pyspark==4.3.0" \
-        "pandas==2.3.3" \
-        "confluent-kafka==2.16.1" \
-        "interegular==0.3.3" \
-    && pip install --no-cache-dir --no-deps --force-reinstall "pyspark==4.3.0" \
-    && python -c "import pyspark, sys; v = pyspark.__version__; sys.exit(0 if v == '4.3.0' else 'pyspark is ' + v)" \
+# apache-airflow is named again (the image's version) so pip never up- or downgrades it. The Spark provider pulls
+# pyspark-client, whose files overwrite pyspark's Python side with an older version; reinstalling pyspark without
+# dependencies puts it back (as `make install` does).
+COPY --chown=airflow:0 pyproject.toml README.md constraints.txt /opt/mirrorflow-src/
+COPY --chown=airflow:0 include/mirrorflow /opt/mirrorflow-src/include/mirrorflow
+COPY --chown=airflow:0 include/mirrorflow_airflow /opt/mirrorflow-src/include/mirrorflow_airflow
+RUN cd /opt/mirrorflow-src \
+    && pip install --no-cache-dir -c constraints.txt "apache-airflow==3.3.2" ".[pyspark]" \
+    && pip install --no-cache-dir --no-deps --force-reinstall "$(grep '^pyspark==' constraints.txt)" \
+    && python -c "import mirrorflow_airflow, pyspark; print('mirrorflow', mirrorflow_airflow.__version__, 'pyspark', pyspark.__version__)" \
     && spark-submit --version

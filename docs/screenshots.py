@@ -117,9 +117,9 @@ def _demo_target() -> Target:
     """The demo's Airflow URL and admin login, read with the demo's own helpers."""
     if str(REPO_ROOT) not in sys.path:
         sys.path.insert(0, str(REPO_ROOT))
-    from mirrorflow.demo.airflow_env import API_HOST, admin_login
-    from mirrorflow.demo.airflow_server import AirflowServer
-    from mirrorflow.demo.stack import demo_paths
+    from mirrorflow_dev.demo.airflow_env import API_HOST, admin_login
+    from mirrorflow_dev.demo.airflow_server import AirflowServer
+    from mirrorflow_dev.demo.stack import demo_paths
 
     home = demo_paths().airflow_home
     port = AirflowServer.recorded_port(home)

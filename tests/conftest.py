@@ -33,10 +33,10 @@ import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from mirrorflow.config.location import DEFAULT_CONFIG
-from mirrorflow.demo.airflow_env import airflow_environment
-from mirrorflow.devcluster import ClusterSpec, DevClusters, free_port
 from mirrorflow.replication.copy import close_kept_clients
+from mirrorflow_dev import EXAMPLE_CONFIG as DEFAULT_CONFIG
+from mirrorflow_dev.demo.airflow_env import airflow_environment
+from mirrorflow_dev.devcluster import ClusterSpec, DevClusters, free_port
 from tests.kafka_helpers import create_topic, unique_topic_name
 
 #: The variable that points the integration tests at existing clusters (see the module docstring).
@@ -188,7 +188,7 @@ def _configure_airflow() -> None:
     """A throwaway AIRFLOW_HOME for the session, set before any test module imports airflow.
 
     Airflow reads its configuration once, at import; tests must never touch a developer's or the
-    demo's Airflow home, and the DAG and plugin folders must be this checkout's.
+    demo's Airflow home, and the DAG folder must be this checkout's.
     """
     home = Path(tempfile.mkdtemp(prefix="mirrorflow-airflow-"))
     atexit.register(shutil.rmtree, home, True)

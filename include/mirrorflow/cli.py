@@ -59,75 +59,6 @@ def _config_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _dev(args: argparse.Namespace) -> int:
-    from .devcluster import DEFAULT_CLUSTERS, ClusterSpec, DevClusterError, DevClusters
-
-    specs = DEFAULT_CLUSTERS
-    if args.clusters:
-        try:
-            specs = tuple(
-                ClusterSpec(alias, int(port))
-                for alias, port in (item.split(":", 1) for item in args.clusters.split(","))
-            )
-        except ValueError:
-            print(f"--clusters must look like primary:19092,backup:29092, not '{args.clusters}'", file=sys.stderr)
-            return 1
-    clusters = DevClusters(specs=specs)
-    try:
-        statuses = {"up": clusters.up, "down": clusters.down, "status": clusters.status}[args.action]()
-    except DevClusterError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    for status in statuses:
-        state = "running" if status.running else "stopped"
-        answers = ", answers" if status.answers else ""
-        pid = f" pid {status.pid}" if status.pid else ""
-        print(
-            f"{status.alias:<10} {status.bootstrap:<22} {state}{answers}{pid}  {status.detail}  data {status.data_dir}"
-        )
-    _dev_spark_connect(args.action)
-    if args.action == "status" and not all(s.running for s in statuses):
-        return 3  # like `systemctl status`: not everything is running
-    return 0
-
-
-def _dev_spark_connect(action: str) -> None:
-    """The local Spark Connect server (started by the first ``replicate``): stopped by ``down``, shown by ``status``."""
-    from .replication import local_connect
-
-    if action == "down":
-        print(f"{'spark':<10} {'connect':<22} {local_connect.stop_local_server()}")
-    elif action == "status":
-        server = local_connect.status()
-        state = f"running pid {server.pid}" if server.running else "stopped (starts on the first replicate)"
-        print(f"{'spark':<10} {server.url or 'connect':<22} {state}  log {server.log_file}")
-
-
-def _demo(args: argparse.Namespace) -> int:
-    from .demo.stack import demo_down, demo_status, demo_up
-
-    if args.demo_command == "up":
-        return demo_up(start_timeout_s=args.start_timeout)
-    return {"down": demo_down, "status": demo_status}[args.demo_command]()
-
-
-def _demo_traffic(args: argparse.Namespace) -> int:
-    import logging
-
-    from .demo.traffic import DEFAULT_RATE, run_traffic
-    from .devcluster import DevClusterError, wait_for_kafka
-
-    logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(asctime)s %(levelname)s %(message)s")
-    try:
-        wait_for_kafka(args.bootstrap, timeout=60)
-    except DevClusterError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    counts = run_traffic(args.bootstrap, rate=args.rate or DEFAULT_RATE, duration=args.duration)
-    print(json.dumps(counts), flush=True)
-    return 0
-
-
 def _flow_of(args: argparse.Namespace) -> FlowConfig | None:
     """The enabled flow named by ``--flow`` (settings from Airflow connections applied), or None after an error."""
     from .config import overrides
@@ -344,8 +275,8 @@ def spark_submit_command(args: argparse.Namespace) -> tuple[list[str], dict[str,
     workers need only a Python with confluent-kafka: ``PYSPARK_PYTHON`` names it when it is not this one."""
     from .replication.pyfiles import package_zip
     from .replication.spark_env import spark_environment
+    from .spark_app import MIRROR_APP
 
-    repo = Path(__file__).resolve().parents[2]
     venv_bin = Path(sys.executable).parent
     spark_submit = venv_bin / "spark-submit"
     cmd = [
@@ -356,7 +287,7 @@ def spark_submit_command(args: argparse.Namespace) -> tuple[list[str], dict[str,
         "spark.ui.showConsoleProgress=false",
         "--py-files",
         str(package_zip()),
-        str(repo / "spark_apps" / "mirror_family.py"),
+        str(MIRROR_APP),
         "--config",
         args.config,
         "--flow",
@@ -406,6 +337,35 @@ def _replicate(args: argparse.Namespace) -> int:
     return guarded(args, submit)
 
 
+def local_spark_connect(action: str) -> None:
+    """The local Spark Connect server (started by the first ``replicate``): stopped by ``stop``, shown by ``status``."""
+    from .replication import local_connect
+
+    if action in ("down", "stop"):
+        print(f"{'spark':<10} {'connect':<22} {local_connect.stop_local_server()}")
+    elif action == "status":
+        server = local_connect.status()
+        state = f"running pid {server.pid}" if server.running else "stopped (starts on the first replicate)"
+        print(f"{'spark':<10} {server.url or 'connect':<22} {state}  log {server.log_file}")
+
+
+def _local_spark(args: argparse.Namespace) -> int:
+    local_spark_connect(args.action)
+    return 0
+
+
+#: Entry point group of commands other distributions add to this CLI (a checkout's ``mirrorflow-dev`` adds ``dev``
+#: and ``demo``): each names a function that takes the subparsers and adds its own.
+COMMANDS_GROUP = "mirrorflow.commands"
+
+
+def _add_plugin_commands(sub: argparse._SubParsersAction) -> None:
+    from importlib.metadata import entry_points
+
+    for entry in entry_points(group=COMMANDS_GROUP):
+        entry.load()(sub)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mirrorflow",
@@ -447,11 +407,6 @@ def build_parser() -> argparse.ArgumentParser:
     engine.add_argument("--in-process", action="store_true", help="copy in this process, without Spark")
     replicate.set_defaults(func=_replicate)
 
-    dev = sub.add_parser("dev", help="local Kafka clusters for development (noida-db)")
-    dev.add_argument("action", choices=["up", "down", "status"])
-    dev.add_argument("--clusters", help="alias:port list (default primary:19092,backup:29092)")
-    dev.set_defaults(func=_dev)
-
     status = sub.add_parser("status", help="lag in records and seconds per partition, heartbeat and checkpoint ages")
     status.add_argument("--config", required=True, help="mm2.properties file")
     status.add_argument("--flow", help="SOURCE->TARGET (default: every enabled flow)")
@@ -492,7 +447,10 @@ def build_parser() -> argparse.ArgumentParser:
     beats.set_defaults(func=_heartbeats)
 
     _add_verify_parser(sub)
-    _add_demo_parser(sub)
+    local = sub.add_parser("local-spark", help="the local Spark Connect server that replicate starts on first use")
+    local.add_argument("action", choices=["status", "stop"])
+    local.set_defaults(func=_local_spark)
+    _add_plugin_commands(sub)
     return parser
 
 
@@ -530,29 +488,6 @@ def _add_debug(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--debug", action="store_true", default=argparse.SUPPRESS, help="on errors, show the traceback and log"
     )
-
-
-def _add_demo_parser(sub: argparse._SubParsersAction) -> None:
-    demo = sub.add_parser("demo", help="the local demo: clusters, Airflow with the mirror DAGs, demo traffic")
-    demo_sub = demo.add_subparsers(dest="demo_command", required=True)
-    up = demo_sub.add_parser("up", help="start everything (idempotent) and print the UI address and login")
-    up.add_argument(
-        "--start-timeout",
-        type=float,
-        metavar="SECONDS",
-        help="how long to wait for Airflow to report healthy (default: $MIRRORFLOW_DEMO_START_TIMEOUT, else 300)",
-    )
-    up.set_defaults(func=_demo)
-    for name, text in (
-        ("down", "stop what the demo started, by recorded PID (idempotent)"),
-        ("status", "what runs, end offsets on both clusters, consumer lag (exit 3 if not all running)"),
-    ):
-        demo_sub.add_parser(name, help=text).set_defaults(func=_demo)
-    traffic = demo_sub.add_parser("traffic", help="produce demo records and run demo consumer groups until stopped")
-    traffic.add_argument("--bootstrap", required=True, help="bootstrap servers of the cluster to write to")
-    traffic.add_argument("--rate", type=float, help="records/s over all topics (default 20)")
-    traffic.add_argument("--duration", type=float, help="stop after this many seconds (default: until SIGTERM)")
-    traffic.set_defaults(func=_demo_traffic)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -168,7 +168,7 @@ def librdkafka_config(java_props: Mapping[str, str], client_id: str | None = Non
     return config
 
 
-def _build(factory: type, config: dict[str, Any], what: str) -> Any:
+def build_client(factory: type, config: dict[str, Any], what: str) -> Any:
     """Create a client, dropping (and naming) keys librdkafka does not know; never echo values."""
     dropped: list[str] = []
     while True:
@@ -208,15 +208,21 @@ def client_properties(flow: FlowConfig, side: Side, role: Role, **overrides: Any
 def admin(flow: FlowConfig, side: Side, **overrides: Any) -> AdminClient:
     """An admin client whose calls a run counts (``kafka_calls``)."""
     note("new admin")
-    built = _build(AdminClient, client_properties(flow, side, "admin", **overrides), f"{flow.name} {side} admin client")
+    built = build_client(
+        AdminClient, client_properties(flow, side, "admin", **overrides), f"{flow.name} {side} admin client"
+    )
     return CountingAdmin(built)  # type: ignore[return-value]  # the same methods, counted
 
 
 def consumer(flow: FlowConfig, side: Side, **overrides: Any) -> Consumer:
     note("new consumer")
-    return _build(Consumer, client_properties(flow, side, "consumer", **overrides), f"{flow.name} {side} consumer")
+    return build_client(
+        Consumer, client_properties(flow, side, "consumer", **overrides), f"{flow.name} {side} consumer"
+    )
 
 
 def producer(flow: FlowConfig, side: Side, **overrides: Any) -> Producer:
     note("new producer")
-    return _build(Producer, client_properties(flow, side, "producer", **overrides), f"{flow.name} {side} producer")
+    return build_client(
+        Producer, client_properties(flow, side, "producer", **overrides), f"{flow.name} {side} producer"
+    )

@@ -6,7 +6,7 @@ clusters (``mirrorflow replicate`` and the other CLI commands, the Spark app bef
 DAGs' ``check_clusters`` tasks) first asks each cluster for its metadata and fails with one line naming the
 cluster, its role and its bootstrap servers, so the operator knows at a glance where to look.
 
-How long it waits: ``mirrorflow.cluster.timeout`` (default 30 s) at most, both clusters checked at the
+How long it waits: ``mirrorflow.cluster.timeout`` (default 25 s) at most, both clusters checked at the
 same time so the total stays within it. A cluster that refuses every connection or whose host name does
 not resolve has already answered, in a way: once librdkafka reports all its bootstrap brokers down, the
 check gives it :data:`REFUSED_GRACE_S` to come back (a broker restarting) and then fails, well inside the
@@ -28,15 +28,18 @@ not dozens.
 from __future__ import annotations
 
 import errno
+import functools
 import logging
 import re
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient
 
 from . import clients
 from .config.model import FlowConfig, Side
@@ -159,25 +162,25 @@ def refused_everywhere(bootstrap: str, connect_timeout: float = _CONNECT_S) -> s
     return reasons[-1] if reasons else None
 
 
-def check_cluster(flow: FlowConfig, side: Side, timeout: float | None = None, *, quick: bool = False) -> ClusterHealth:
-    """Metadata of one side of a flow, or ``ClusterUnreachableError`` (one line naming the cluster).
+class _Unanswered(Exception):
+    """What :func:`probe` says when no metadata came back: why (librdkafka's words), and after how long."""
 
-    ``timeout`` (default: the flow's ``mirrorflow.cluster.timeout``) bounds the whole check; a cluster all of
-    whose brokers refuse connections, fail authentication or do not resolve fails after
-    ``min(timeout, REFUSED_GRACE_S)``. ``quick``: for a caller with an answer without this cluster; every
-    bootstrap server refusing a TCP connection (or not resolving) fails at once, before librdkafka starts
-    (see :func:`refused_everywhere`).
+    def __init__(self, reason: str, seconds: float) -> None:
+        super().__init__(reason)
+        self.reason, self.seconds = reason, seconds
+
+
+def probe(new_admin: Callable[..., Any], timeout: float, label: str) -> tuple[int, int, float]:
+    """Ask a cluster for its metadata: (brokers, topics, seconds), or ``_Unanswered``.
+
+    ``new_admin(**overrides)`` builds the admin client that asks (a flow's, counted by ``kafka_calls``, or one
+    of bare properties).
+    ``timeout`` bounds the whole check; a cluster all of whose brokers refuse connections, fail authentication
+    or do not resolve fails after ``min(timeout, REFUSED_GRACE_S)``.
     """
-    timeout = cluster_timeout(flow) if timeout is None else timeout
-    alias, bootstrap = _describe(flow, side)
     started = time.monotonic()
-    if quick and (refusal := refused_everywhere(bootstrap, min(timeout, _CONNECT_S))) is not None:
-        log.debug("cluster '%s' (%s) refused at once: %s", alias, side, refusal)
-        raise _unreachable(flow, side, time.monotonic() - started, refusal)
     errors: list[KafkaError] = []  # appended by admin.poll() below, in this thread
-    admin = clients.admin(
-        flow,
-        side,
+    admin = new_admin(
         **{
             # Fewer reconnect attempts (and log lines) while a cluster is down: the backoff doubles up to 5 s. The
             # first backoff stays librdkafka's 100 ms: a client that reconnects once while it negotiates API
@@ -185,7 +188,7 @@ def check_cluster(flow: FlowConfig, side: Side, timeout: float | None = None, *,
             "reconnect.backoff.max.ms": 5000,
             **clients.quiet(),
             "error_cb": errors.append,
-        },
+        }
     )
     outcome: dict[str, Any] = {}
     done = threading.Event()
@@ -200,7 +203,7 @@ def check_cluster(flow: FlowConfig, side: Side, timeout: float | None = None, *,
         finally:
             done.set()
 
-    threading.Thread(target=ask, name=f"preflight-{alias}", daemon=True).start()
+    threading.Thread(target=ask, name=f"preflight-{label}", daemon=True).start()
     all_down_since: float | None = None
     while not done.wait(_POLL_S):
         admin.poll(0)  # serves librdkafka's log (to DEBUG) and its errors (to ``errors``)
@@ -215,9 +218,7 @@ def check_cluster(flow: FlowConfig, side: Side, timeout: float | None = None, *,
     seconds = time.monotonic() - started
     metadata = outcome.get("metadata")
     if metadata is not None:
-        health = ClusterHealth(alias, side, bootstrap, len(metadata.brokers), len(metadata.topics), round(seconds, 3))
-        log.debug("cluster '%s' (%s) answered in %.3f s: %d broker(s)", alias, side, seconds, health.brokers)
-        return health
+        return len(metadata.brokers), len(metadata.topics), seconds
     reasons = [_reason(e) for e in errors if e.code() in _REASONS]
     if reasons:
         reason = reasons[-1]
@@ -225,7 +226,48 @@ def check_cluster(flow: FlowConfig, side: Side, timeout: float | None = None, *,
         reason = outcome["error"].str()
     else:
         reason = "no answer to a metadata request (is the host reachable from here? a firewall?)"
-    raise _unreachable(flow, side, seconds, reason)
+    raise _Unanswered(reason, seconds)
+
+
+def check_cluster(flow: FlowConfig, side: Side, timeout: float | None = None, *, quick: bool = False) -> ClusterHealth:
+    """Metadata of one side of a flow, or ``ClusterUnreachableError`` (one line naming the cluster).
+
+    ``timeout`` (default: the flow's ``mirrorflow.cluster.timeout``) bounds the whole check (see :func:`probe`).
+    ``quick``: for a caller with an answer without this cluster; every bootstrap server refusing a TCP connection
+    (or not resolving) fails at once, before librdkafka starts (see :func:`refused_everywhere`).
+    """
+    timeout = cluster_timeout(flow) if timeout is None else timeout
+    alias, bootstrap = _describe(flow, side)
+    started = time.monotonic()
+    if quick and (refusal := refused_everywhere(bootstrap, min(timeout, _CONNECT_S))) is not None:
+        log.debug("cluster '%s' (%s) refused at once: %s", alias, side, refusal)
+        raise _unreachable(flow, side, time.monotonic() - started, refusal)
+    try:
+        brokers, topics, seconds = probe(functools.partial(clients.admin, flow, side), timeout, alias)
+    except _Unanswered as exc:
+        raise _unreachable(flow, side, exc.seconds, exc.reason) from None
+    log.debug("cluster '%s' (%s) answered in %.3f s: %d broker(s)", alias, side, seconds, brokers)
+    return ClusterHealth(alias, side, bootstrap, brokers, topics, round(seconds, 3))
+
+
+def check_connection(name: str, java_props: dict[str, str], timeout: float) -> str:
+    """One cluster given by Kafka (Java) client properties, as an Airflow connection holds them: a line saying
+    what answered, or ``ClusterUnreachableError`` naming ``name`` and why (within ``timeout``)."""
+    config = clients.librdkafka_config(java_props, client_id=f"mirrorflow-check-{name}")
+    config.setdefault("allow.auto.create.topics", False)
+    bootstrap = java_props.get("bootstrap.servers", "?")
+
+    def new_admin(**overrides: Any) -> Any:
+        return clients.build_client(AdminClient, {**config, **overrides}, f"{name} admin client")
+
+    try:
+        brokers, topics, seconds = probe(new_admin, timeout, name)
+    except _Unanswered as exc:
+        waited = f" within {exc.seconds:.0f} s" if exc.seconds >= 1 else ""
+        raise ClusterUnreachableError(
+            f"{name} (bootstrap.servers {bootstrap}) did not answer{waited}: {exc.reason}"
+        ) from None
+    return f"{name} (bootstrap.servers {bootstrap}) answered in {seconds:.1f} s: {brokers} broker(s), {topics} topic(s)"
 
 
 def check_clusters(
@@ -264,6 +306,7 @@ __all__ = [
     "ClusterUnreachableError",
     "check_cluster",
     "check_clusters",
+    "check_connection",
     "cluster_timeout",
     "refused_everywhere",
 ]

@@ -25,11 +25,12 @@ import datetime as _dt
 import fcntl
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
@@ -44,6 +45,7 @@ __all__ = [
     "cmdline",
     "environ_value",
     "file_lock",
+    "free_port",
     "group_members",
     "is_live",
     "log_tail",
@@ -476,3 +478,31 @@ def log_tail(path: Path, *, marker: str | None = None, lines: int = 20, noise: S
     kept = [ln for ln in body if ln.strip() and not any(m in ln for m in noise)]
     tail = kept[-lines:] or ["(empty)"]
     return "\n".join(f"  {ln}" for ln in tail)
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def free_port(host: str = "127.0.0.1", avoid: Collection[int] = ()) -> int:
+    """A TCP port that is free to listen on now.
+
+    Ports are drawn below the kernel's ephemeral range when possible: outgoing
+    connections and ``bind(0)`` (which noida-db uses for its control port) only
+    take ports from that range, so a port chosen here cannot be grabbed by
+    them between choosing it and starting a server on it.  Ports in ``avoid`` are never returned.
+    """
+    reserved = set(avoid)
+    low, _high = _ephemeral_range()
+    if low > 11000:
+        for _ in range(200):
+            port = random.randint(10000, low - 1)
+            if port not in reserved and port_is_free(host, port):
+                return port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])

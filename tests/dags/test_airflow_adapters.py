@@ -35,7 +35,8 @@ def kafka_connection(monkeypatch: pytest.MonkeyPatch) -> str:
 
 def test_a_kafka_alias_connection_overrides_the_file_and_its_secrets_are_masked(kafka_connection: str) -> None:
     from airflow.sdk._shared.secrets_masker.secrets_masker import redact
-    from mirrorflow_airflow.hooks import MirrorflowHook
+
+    from mirrorflow_airflow.hooks.config import MirrorflowHook
 
     hook = MirrorflowHook()
     config = hook.load()
@@ -52,11 +53,11 @@ def test_a_kafka_alias_connection_overrides_the_file_and_its_secrets_are_masked(
 
 def test_settings_from_the_environment_apply_in_tasks_and_a_webhook_is_masked(monkeypatch: pytest.MonkeyPatch) -> None:
     from airflow.sdk._shared.secrets_masker.secrets_masker import redact
-    from mirrorflow_airflow.hooks import MirrorflowHook
 
     from mirrorflow.config.properties import Entry
-    from mirrorflow.demo.alert_sink import SinkEndpoint
-    from mirrorflow.demo.stack import alert_settings
+    from mirrorflow_airflow.hooks.config import MirrorflowHook
+    from mirrorflow_dev.demo.alert_sink import SinkEndpoint
+    from mirrorflow_dev.demo.stack import alert_settings
 
     url = "http://127.0.0.1:9/alerts-7f3a9c2e1b"
     monkeypatch.setenv(ov.ENV_VAR, alert_settings(SinkEndpoint(url, Path("/tmp/alerts.jsonl"))))
@@ -69,7 +70,7 @@ def test_settings_from_the_environment_apply_in_tasks_and_a_webhook_is_masked(mo
 
 
 def test_the_spark_app_gets_its_arguments_from_the_params(tmp_path: Path) -> None:
-    from mirrorflow_airflow.operators import app_arguments
+    from mirrorflow_airflow.operators.mirror_family import app_arguments
 
     report = tmp_path / "r.json"
     base = ["--config", "c.properties", "--flow", "a->b", "--family", "orders", "--report", str(report)]
@@ -93,7 +94,7 @@ def test_spark_submit_and_the_executors_use_this_installation() -> None:
 def test_spark_submit_lines_keep_their_level() -> None:
     import logging
 
-    from mirrorflow_airflow.operators import line_level
+    from mirrorflow_airflow.operators.mirror_family import line_level
 
     assert line_level("26/11/22 12:00:01 WARN SparkContext: Using an existing SparkContext") == logging.WARNING
     assert line_level("26/11/22 12:00:01 ERROR Executor: Exception in task 0.0") == logging.ERROR
@@ -106,7 +107,7 @@ def test_spark_submit_lines_keep_their_level() -> None:
 def test_a_replicate_task_stopped_from_outside_says_so_and_interrupts_its_jobs(
     capfd: pytest.CaptureFixture[str],
 ) -> None:
-    from mirrorflow_airflow.operators import MirrorFamilyOperator
+    from mirrorflow_airflow.operators.mirror_family import MirrorFamilyOperator
 
     class Jobs:
         interrupted = False

@@ -14,8 +14,8 @@ import pytest
 from airflow.sdk import BaseNotifier
 
 from mirrorflow.config import parse_config
-from mirrorflow.config.location import DEFAULT_CONFIG
 from mirrorflow.config.model import parse_schedule
+from mirrorflow_dev import EXAMPLE_CONFIG as DEFAULT_CONFIG
 
 RECEIVED: list[tuple[str, Any]] = []
 
@@ -70,7 +70,7 @@ def _clear() -> None:
 
 
 def test_notifiers_by_dotted_path() -> None:
-    from mirrorflow_airflow.alerting import call_notifier
+    from mirrorflow_airflow.notifications.alerting import call_notifier
 
     here = __name__
     payload = {"kind": "alert", "message": "a->b: replication is STALE"}
@@ -111,7 +111,8 @@ def webhook_url() -> Iterator[str]:
 
 def test_notify_tries_every_channel_and_masks_the_webhook(webhook_url: str, caplog: pytest.LogCaptureFixture) -> None:
     from airflow.sdk._shared.secrets_masker.secrets_masker import redact
-    from mirrorflow_airflow.alerting import notify
+
+    from mirrorflow_airflow.notifications.alerting import notify
 
     here = __name__
     flow = parse_config(
@@ -132,13 +133,14 @@ def test_notify_tries_every_channel_and_masks_the_webhook(webhook_url: str, capl
 
 def test_the_trigger_serializes_to_an_importable_classpath() -> None:
     from airflow.sdk.module_loading import import_string
-    from mirrorflow_airflow.freshness import HeartbeatFreshnessTrigger
+
+    from mirrorflow_airflow.triggers.heartbeat_freshness import HeartbeatFreshnessTrigger
 
     trigger = HeartbeatFreshnessTrigger(
         config_file="c.properties", flow="a->b", threshold_s=5, poll_s=1, watch_until=1_700_000_000.5
     )
     classpath, kwargs = trigger.serialize()
-    assert classpath == "mirrorflow_airflow.freshness.HeartbeatFreshnessTrigger"
+    assert classpath == "mirrorflow_airflow.triggers.heartbeat_freshness.HeartbeatFreshnessTrigger"
     assert kwargs == {
         "config_file": "c.properties",
         "flow": "a->b",
@@ -150,7 +152,7 @@ def test_the_trigger_serializes_to_an_importable_classpath() -> None:
 
 
 def test_the_sensor_takes_its_poll_interval_from_the_configuration(tmp_path: Path) -> None:
-    from mirrorflow_airflow.freshness import HeartbeatFreshnessSensor
+    from mirrorflow_airflow.sensors.heartbeat_freshness import HeartbeatFreshnessSensor
 
     config = tmp_path / "mm2.properties"
     config.write_text(DEFAULT_CONFIG.read_text() + "\nprimary->backup.mirrorflow.heartbeats.poll.interval = 7s\n")
@@ -169,7 +171,7 @@ def test_the_sensor_takes_its_poll_interval_from_the_configuration(tmp_path: Pat
 
 
 def test_watch_window_follows_the_schedule() -> None:
-    from mirrorflow_airflow.heartbeats_dag import watch_window
+    from mirrorflow_airflow.dags.heartbeats import watch_window
 
     assert watch_window(parse_schedule("1m")) == timedelta(seconds=50)
     assert watch_window(parse_schedule("10m")) == timedelta(seconds=500)
@@ -179,7 +181,8 @@ def test_watch_window_follows_the_schedule() -> None:
 
 def test_the_heartbeats_dag_watches_alerts_and_may_fail_over(monkeypatch: pytest.MonkeyPatch) -> None:
     from airflow.sdk import TriggerRule
-    from mirrorflow_airflow.heartbeats_dag import heartbeats_dags
+
+    from mirrorflow_airflow.dags.heartbeats import heartbeats_dags
 
     monkeypatch.setenv("MIRRORFLOW_CONFIG", str(DEFAULT_CONFIG))
     dag = heartbeats_dags()["heartbeats__primary__backup"]
@@ -207,8 +210,8 @@ def test_the_heartbeats_dag_watches_alerts_and_may_fail_over(monkeypatch: pytest
 
 
 def test_what_a_stale_verdict_and_a_watch_without_verdict_say() -> None:
-    from mirrorflow_airflow.freshness import last_measured, watch_failure
-    from mirrorflow_airflow.heartbeats_dag import stale_message
+    from mirrorflow_airflow.dags.heartbeats import stale_message
+    from mirrorflow_airflow.triggers.heartbeat_freshness import last_measured, watch_failure
 
     result = {
         "verdict": "stale",

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from mirrorflow.config.location import DEFAULT_CONFIG, REPO_ROOT
+from mirrorflow_dev import CHECKOUT as REPO_ROOT
+from mirrorflow_dev import EXAMPLE_CONFIG as DEFAULT_CONFIG
 
 DAGS = REPO_ROOT / "dags"
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from mirrorflow.config.location import DEFAULT_CONFIG, REPO_ROOT
+from mirrorflow_dev import CHECKOUT as REPO_ROOT
+from mirrorflow_dev import EXAMPLE_CONFIG as DEFAULT_CONFIG
 
 sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
 from dag_parse import BUDGET_S, dag_files, parse_file

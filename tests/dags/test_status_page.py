@@ -17,10 +17,10 @@ import airflow  # noqa: F401 - puts the plugins folder on sys.path
 import pytest
 from airflow.api_fastapi.core_api.security import get_user
 from fastapi.testclient import TestClient
-from mirrorflow_airflow import status_page
 from prometheus_client.parser import text_string_to_metric_families
 
-from mirrorflow.devcluster import free_port
+from mirrorflow_airflow.plugins import status_app as status_page
+from mirrorflow_dev.devcluster import free_port
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from mirrorflow.verify.report import PartitionVerdict, VerifyReport, render_text
 def test_a_spark_connect_connection_sends_chunks_to_its_server_any_other_keeps_them_in_the_task(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from mirrorflow_airflow.verify_dag import verify_executor
+    from mirrorflow_airflow.dags.verify import verify_executor
 
     monkeypatch.setenv(
         "AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark_connect", "host": "sc://10.1.2.3", "port": 15002})
@@ -32,7 +32,7 @@ def test_a_spark_connect_connection_sends_chunks_to_its_server_any_other_keeps_t
 
 
 def test_the_report_from_xcom_renders_like_the_library_and_names_the_first_difference() -> None:
-    from mirrorflow_airflow.verify_dag import difference_lines, error_lines, report_from_dict
+    from mirrorflow_airflow.dags.verify import difference_lines, error_lines, report_from_dict
 
     verdict = PartitionVerdict("orders", "primary.orders", 1, 0, 9, 0, 10, 10, 11)
     verdict.chunks.append({"source_offsets": [0, 9], "identical": False})

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from mirrorflow.demo.airflow_server import AirflowServer
-from mirrorflow.devcluster import free_port
+from mirrorflow_dev.demo.airflow_server import AirflowServer
+from mirrorflow_dev.devcluster import free_port
 from tests.configs import write_family_config
 from tests.kafka_helpers import create_topic, produce, read_all, topic_exists
 

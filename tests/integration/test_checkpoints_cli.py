@@ -12,9 +12,9 @@ import pytest
 from mirrorflow.checkpoints.emit import read_checkpoints
 from mirrorflow.cli import main
 from mirrorflow.config import load_config
-from mirrorflow.devcluster import free_port
 from mirrorflow.replication.executor import LocalExecutor
 from mirrorflow.replication.run import replicate
+from mirrorflow_dev.devcluster import free_port
 from tests.integration.test_checkpoints import commit
 from tests.kafka_helpers import create_topic, produce
 

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.integration
 def test_the_checkpoints_dag_translates_and_syncs_group_offsets(
     kafka_clusters: Any, airflow_db: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from mirrorflow_airflow.checkpoints_dag import checkpoints_dags
+    from mirrorflow_airflow.dags.checkpoints import checkpoints_dags
 
     prefix = f"cpd{uuid.uuid4().hex[:6]}"
     config_file = tmp_path / "mm2.properties"

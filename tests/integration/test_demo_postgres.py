@@ -29,12 +29,12 @@ from typing import Any
 import pytest
 
 from mirrorflow.config import load_config
-from mirrorflow.demo.airflow_env import admin_login
-from mirrorflow.demo.airflow_server import FINISHED_STATES, AirflowServer
-from mirrorflow.demo.postgres import DB_NAME, PostgresServer
-from mirrorflow.demo.stack import DemoPaths, StartedHere, airflow_down, airflow_up, spark_pool_slots
-from mirrorflow.devcluster import free_port
 from mirrorflow.processes import session_members
+from mirrorflow_dev.demo.airflow_env import admin_login
+from mirrorflow_dev.demo.airflow_server import FINISHED_STATES, AirflowServer
+from mirrorflow_dev.demo.postgres import DB_NAME, PostgresServer
+from mirrorflow_dev.demo.stack import DemoPaths, StartedHere, airflow_down, airflow_up, spark_pool_slots
+from mirrorflow_dev.devcluster import free_port
 from tests.integration.test_airflow_e2e import write_config
 from tests.kafka_helpers import create_topic, produce
 

@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
-from mirrorflow.demo.traffic import DEMO_GROUPS, DEMO_TOPICS, run_traffic
+from mirrorflow_dev.demo.traffic import DEMO_GROUPS, DEMO_TOPICS, run_traffic
 from tests.kafka_helpers import read_all
 
 #: The demo's topic and group names are fixed: on existing clusters (MIRRORFLOW_TEST_CLUSTERS) they may be real ones.

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from mirrorflow import devcluster
-from mirrorflow.devcluster import (
+from mirrorflow_dev import devcluster
+from mirrorflow_dev.devcluster import (
     ClusterSpec,
     DevClusterError,
     DevClusters,

@@ -20,10 +20,10 @@ from confluent_kafka import ConsumerGroupTopicPartitions
 
 from mirrorflow.checkpoints.emit import emit_checkpoints
 from mirrorflow.config import load_config
-from mirrorflow.devcluster import DevClusters
 from mirrorflow.failover.report import FAILOVER_LOG, failover_state
 from mirrorflow.replication.executor import LocalExecutor
 from mirrorflow.replication.run import replicate
+from mirrorflow_dev.devcluster import DevClusters
 from tests.conftest import own_clusters
 from tests.integration.test_checkpoints import commit, resume
 from tests.integration.test_heartbeats import new_pair
@@ -87,8 +87,8 @@ def states(run: Any) -> dict[str, str]:
 
 @pytest.mark.stops_brokers
 def test_disaster_failover_moves_the_group_exactly(setup: dict[str, Any], airflow_db: None) -> None:
-    from mirrorflow_airflow.failover_dag import failover_dags
-    from mirrorflow_airflow.mirror_dag import failed_over_since
+    from mirrorflow_airflow.dags.failover import failover_dags
+    from mirrorflow_airflow.dags.mirror import failed_over_since
 
     setup["primary_only"].down(timeout=30)  # the disaster: the primary's broker is stopped by its PID
     dag = failover_dags()[setup["names"]("failover__primary__backup")]
@@ -127,7 +127,7 @@ def test_disaster_failover_moves_the_group_exactly(setup: dict[str, Any], airflo
 
 
 def test_planned_dry_run_lists_the_changes_and_changes_nothing(setup: dict[str, Any], airflow_db: None) -> None:
-    from mirrorflow_airflow.failover_dag import failover_dags
+    from mirrorflow_airflow.dags.failover import failover_dags
 
     primary, topic, group = setup["primary"], setup["topic"], setup["group"]
     # A second group read on while the copy stood still: 10 more records on partition 0 are not copied
@@ -203,7 +203,7 @@ def group_offsets(bootstrap: str, group: str) -> list[tuple[str, int, int]]:
 
 def test_planned_failover_verifies_first_and_stops_on_a_corrupted_copy(setup: dict[str, Any], airflow_db: None) -> None:
     """A record another producer appended to the remote topic: ``verify_copy`` names it and fails, no group moves."""
-    from mirrorflow_airflow.failover_dag import failover_dags
+    from mirrorflow_airflow.dags.failover import failover_dags
 
     backup, topic, group = setup["backup"], setup["topic"], setup["group"]
     remote = setup["remote"]
@@ -245,7 +245,7 @@ def test_planned_failover_verifies_first_and_stops_on_a_corrupted_copy(setup: di
 def test_planned_failover_with_a_clean_copy_verifies_and_moves_the_group(
     setup: dict[str, Any], airflow_db: None
 ) -> None:
-    from mirrorflow_airflow.failover_dag import failover_dags
+    from mirrorflow_airflow.dags.failover import failover_dags
 
     primary, backup, topic, group = setup["primary"], setup["backup"], setup["topic"], setup["group"]
     remote = setup["remote"]
@@ -328,8 +328,8 @@ def test_disaster_dry_run_counts_what_the_copy_missed_then_translates_a_stale_ch
 
 @pytest.mark.stops_brokers
 def test_failback_copies_the_outage_back_and_the_group_resumes_at_home(setup: dict[str, Any], airflow_db: None) -> None:
-    from mirrorflow_airflow.failover_dag import failover_dags
-    from mirrorflow_airflow.mirror_dag import failed_over_since
+    from mirrorflow_airflow.dags.failover import failover_dags
+    from mirrorflow_airflow.dags.mirror import failed_over_since
 
     primary, backup, topic, group = setup["primary"], setup["backup"], setup["topic"], setup["group"]
     remote = setup["remote"]

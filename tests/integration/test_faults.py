@@ -29,13 +29,13 @@ from confluent_kafka import Consumer, TopicPartition
 
 from mirrorflow.checkpoints.translate import OffsetTranslator
 from mirrorflow.config import MirrorConfig, parse_config
-from mirrorflow.devcluster import ClusterSpec, DevClusters
 from mirrorflow.processes import PidRecord
 from mirrorflow.replication.connect import SparkConnectExecutor
 from mirrorflow.replication.copy import CHECKPOINT_EVERY_RECORDS
 from mirrorflow.replication.executor import LocalExecutor, UnitExecutor
 from mirrorflow.replication.run import replicate
 from mirrorflow.wire import OffsetSync
+from mirrorflow_dev.devcluster import ClusterSpec, DevClusters
 from tests.conftest import distinct_free_ports, external_test_clusters
 from tests.kafka_helpers import admin, create_topic, produce, read_all, unique_alias, unique_topic_name
 

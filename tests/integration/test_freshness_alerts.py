@@ -23,12 +23,12 @@ from typing import Any
 import pytest
 
 from mirrorflow.config import load_config
-from mirrorflow.demo.alert_sink import AlertSink
-from mirrorflow.devcluster import DevClusters
 from mirrorflow.heartbeats import check_freshness, emit_heartbeat, replicated_heartbeats_topic
 from mirrorflow.replication.executor import LocalExecutor
 from mirrorflow.replication.run import family_lock, replicate
 from mirrorflow.wire import Heartbeat
+from mirrorflow_dev.demo.alert_sink import AlertSink
+from mirrorflow_dev.devcluster import DevClusters
 from tests.conftest import own_clusters
 from tests.integration.test_heartbeats import Pair, new_pair, pair_config_text
 from tests.kafka_helpers import create_topic, produce
@@ -108,9 +108,10 @@ def test_a_stopped_source_alerts_once_within_threshold_plus_one_poll_and_recover
 ) -> None:
     from airflow.sdk import PokeReturnValue
     from airflow.sdk.exceptions import AirflowSensorTimeout
-    from mirrorflow_airflow import alerting
-    from mirrorflow_airflow.freshness import HeartbeatFreshnessSensor, HeartbeatFreshnessTrigger
-    from mirrorflow_airflow.heartbeats_dag import heartbeats_dags
+
+    from mirrorflow_airflow.dags.heartbeats import heartbeats_dags
+    from mirrorflow_airflow.notifications import alerting
+    from mirrorflow_airflow.sensors.heartbeat_freshness import HeartbeatFreshnessSensor, HeartbeatFreshnessTrigger
 
     endpoint = sink.endpoint()
     assert endpoint is not None
@@ -265,7 +266,7 @@ def test_auto_failover_without_a_failover_dag_alerts_and_says_so(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    import mirrorflow_airflow.heartbeats_dag as factory
+    import mirrorflow_airflow.dags.heartbeats as factory
 
     # dags/failover.py defines a failover DAG for every enabled flow, so point the heartbeats DAG (in memory
     # and as dags/heartbeats.py builds it for dag.test, in this process) at one that does not exist.

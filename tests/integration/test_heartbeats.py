@@ -129,7 +129,8 @@ def test_the_heartbeats_dag_emits_and_reports_freshness(
 ) -> None:
     """A new flow waits for its first heartbeat to cross (within the grace period: no alert), then is fresh."""
     from airflow.models.variable import Variable
-    from mirrorflow_airflow.heartbeats_dag import heartbeats_dags
+
+    from mirrorflow_airflow.dags.heartbeats import heartbeats_dags
 
     aliases, config = pair
     url, posts = webhook

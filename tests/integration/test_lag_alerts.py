@@ -21,11 +21,11 @@ import pytest
 
 from mirrorflow.alerts import AlertState
 from mirrorflow.config import load_config, parse_config
-from mirrorflow.config.location import DEFAULT_CONFIG
-from mirrorflow.demo.alert_sink import AlertSink
 from mirrorflow.replication.executor import LocalExecutor
 from mirrorflow.replication.run import replicate
 from mirrorflow.status import FlowStatus
+from mirrorflow_dev import EXAMPLE_CONFIG as DEFAULT_CONFIG
+from mirrorflow_dev.demo.alert_sink import AlertSink
 from tests.conftest import own_clusters
 from tests.integration.test_heartbeats import Pair, new_pair, pair_config_text
 from tests.kafka_helpers import create_topic, produce, unique_topic_name
@@ -108,8 +108,9 @@ def test_records_older_than_the_threshold_alert_once_and_recover_once_after_the_
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     from airflow.models.dagrun import DagRun
-    from mirrorflow_airflow import alerting
-    from mirrorflow_airflow.heartbeats_dag import heartbeats_dags
+
+    from mirrorflow_airflow.dags.heartbeats import heartbeats_dags
+    from mirrorflow_airflow.notifications import alerting
 
     failover_dag = clusters.names("failover__primary__backup")
     failovers_before = {r.run_id for r in DagRun.find(dag_id=failover_dag)}  # other tests' runs
@@ -205,7 +206,7 @@ def test_records_older_than_the_threshold_alert_once_and_recover_once_after_the_
 
 def test_the_lag_task_exists_only_with_a_threshold(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No threshold, no task (and no lag measured every minute): the default costs nothing."""
-    from mirrorflow_airflow.heartbeats_dag import heartbeats_dags
+    from mirrorflow_airflow.dags.heartbeats import heartbeats_dags
 
     off = tmp_path / "off.properties"  # the demo's file sets a threshold: turn it off (0 = off) for this case
     off.write_text(DEFAULT_CONFIG.read_text() + "\nmirrorflow.alerts.lag.max.seconds = 0\n")
@@ -229,7 +230,7 @@ def test_an_unmeasured_flow_keeps_its_lag_state_and_sends_nothing(monkeypatch: p
     Outside a task the Variable API has no supervisor to talk to, so the Variable is a dict here (the
     test above goes through the real one).
     """
-    from mirrorflow_airflow import alerting
+    from mirrorflow_airflow.notifications import alerting
 
     flow = parse_config(
         "clusters = primary, backup\nprimary.bootstrap.servers = x:1\nbackup.bootstrap.servers = y:1\n"

@@ -24,10 +24,10 @@ import pytest
 from confluent_kafka import Producer
 
 from mirrorflow.config import MirrorConfig, parse_config
-from mirrorflow.devcluster import ClusterSpec, DevClusters, free_port
 from mirrorflow.replication.executor import LocalExecutor
 from mirrorflow.replication.lock import FamilyLock, LockError, LockHeldError, blockers
 from mirrorflow.replication.run import family_lock, replicate
+from mirrorflow_dev.devcluster import ClusterSpec, DevClusters, free_port
 from tests.kafka_helpers import create_topic, produce, read_all
 
 pytestmark = pytest.mark.integration

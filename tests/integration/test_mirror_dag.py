@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from mirrorflow.devcluster import free_port
+from mirrorflow_dev.devcluster import free_port
 from tests.configs import write_family_config
 from tests.kafka_helpers import admin, create_topic, produce, read_all
 
@@ -51,7 +51,7 @@ def test_dag_test_replicates_a_family_end_to_end_with_cluster_settings_from_a_co
     engine: str,
 ) -> None:
     """The ``spark_default`` connection's type chooses the engine: ``spark`` (spark-submit) or ``spark_connect``."""
-    from mirrorflow_airflow.mirror_dag import mirror_dags
+    from mirrorflow_airflow.dags.mirror import mirror_dags
 
     if engine == "spark-connect":
         url = request.getfixturevalue("spark_connect")

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from mirrorflow.config import parse_config
-from mirrorflow.devcluster import free_port
 from mirrorflow.preflight import (
     REFUSED_GRACE_S,
     ClusterUnreachableError,
@@ -18,6 +17,7 @@ from mirrorflow.preflight import (
     check_clusters,
     cluster_timeout,
 )
+from mirrorflow_dev.devcluster import free_port
 
 pytestmark = pytest.mark.integration
 

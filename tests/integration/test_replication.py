@@ -527,7 +527,7 @@ def test_replicate_cli_submits_its_units_to_spark_connect(
 
 
 def test_replicate_cli_names_an_unreachable_spark_connect_server(kafka_clusters: Any, tmp_path: Path) -> None:
-    from mirrorflow.devcluster import free_port
+    from mirrorflow_dev.devcluster import free_port
 
     p = prefix()
     topic = create_topic(kafka_clusters.primary, f"{p}-cli", partitions=1)

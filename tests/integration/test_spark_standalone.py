@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from mirrorflow.sparkcluster import SparkStandalone, bare_python
+from mirrorflow_dev.sparkcluster import SparkStandalone, bare_python
 from tests.configs import write_family_config
 from tests.kafka_helpers import create_topic, produce, read_all
 
@@ -98,9 +98,8 @@ def test_mirror_dag_copies_on_a_standalone_cluster_whose_workers_lack_mirrorflow
 ) -> None:
     """``spark_default`` names the cluster: a ``spark`` connection to ``spark://`` (spark-submit, client deploy
     mode), or a ``spark_connect`` connection to a Spark Connect server whose master is the cluster."""
-    from mirrorflow_airflow.mirror_dag import mirror_dags
-
     from mirrorflow.replication.local_connect import ensure_local_server, stop_local_server
+    from mirrorflow_airflow.dags.mirror import mirror_dags
 
     python, calls = worker_python
     calls.unlink(missing_ok=True)
@@ -289,7 +288,8 @@ def test_cluster_deploy_mode_on_a_standalone_master_is_refused_clearly(
     """Spark refuses cluster deploy mode for Python apps on a standalone master: the replicate task says so in its
     own words before any spark-submit (no cluster needed to show it)."""
     from airflow.sdk.exceptions import AirflowException
-    from mirrorflow_airflow.operators import MirrorFamilyOperator
+
+    from mirrorflow_airflow.operators.mirror_family import MirrorFamilyOperator
 
     connection = {"conn_type": "spark", "host": "spark://127.0.0.1", "port": 7077, "extra": {"deploy-mode": "cluster"}}
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(connection))

@@ -21,10 +21,10 @@ from mirrorflow import kafka_calls
 from mirrorflow.checkpoints.emit import emit_checkpoints
 from mirrorflow.cli import main
 from mirrorflow.config import parse_config
-from mirrorflow.devcluster import free_port
 from mirrorflow.replication.executor import LocalExecutor
 from mirrorflow.replication.run import replicate
 from mirrorflow.status import BEHIND, CAUGHT_UP, NO_PROGRESS, StatusPages, flow_status, summarize_topics
+from mirrorflow_dev.devcluster import free_port
 from tests.integration.test_checkpoints import commit
 from tests.kafka_helpers import create_topic, produce
 

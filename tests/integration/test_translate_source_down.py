@@ -24,11 +24,11 @@ import pytest
 
 from mirrorflow.checkpoints.failover_offsets import SOURCE_PROBE_S, translate_group
 from mirrorflow.config import load_config
-from mirrorflow.devcluster import free_port
 from mirrorflow.failover.plan import FailoverError, plan_failover
 from mirrorflow.preflight import REFUSED_GRACE_S, refused_everywhere
 from mirrorflow.replication.executor import LocalExecutor
 from mirrorflow.replication.run import replicate
+from mirrorflow_dev.devcluster import free_port
 from tests.integration.test_checkpoints import commit
 from tests.integration.test_checkpoints_cli import write
 from tests.kafka_helpers import create_topic, produce

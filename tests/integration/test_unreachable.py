@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from mirrorflow.cli import spark_submit_command
-from mirrorflow.devcluster import free_port
+from mirrorflow_dev.devcluster import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -149,7 +149,7 @@ def test_checkpoints_and_translate_cli_name_a_dead_target(kafka_clusters: Any, t
 
 
 def _mirror_dag(config: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    from mirrorflow_airflow.mirror_dag import mirror_dags
+    from mirrorflow_airflow.dags.mirror import mirror_dags
 
     monkeypatch.setenv("MIRRORFLOW_CONFIG", str(config))  # dag.test() parses dags/ with this config
     dag = mirror_dags(config)["mirror__primary__backup__main"]
@@ -233,9 +233,9 @@ def test_a_failed_over_flow_skips_with_its_source_gone_but_not_with_its_target_g
 ) -> None:
     """After a disaster failover the source is down for good: check_clusters skips instead of failing."""
     from airflow.sdk.exceptions import AirflowException, AirflowSkipException
-    from mirrorflow_airflow import mirror_dag
 
     from mirrorflow.config import load_config
+    from mirrorflow_airflow.dags import mirror as mirror_dag
 
     asked: list[str] = []
 

@@ -37,7 +37,7 @@ def test_verify_dag_passes_a_clean_copy_and_fails_and_alerts_on_a_stray_record(
     engine: str,
 ) -> None:
     """The ``spark_default`` connection's type chooses where chunks run, as for the mirror DAG's ``replicate``."""
-    from mirrorflow_airflow.verify_dag import verify_dags
+    from mirrorflow_airflow.dags.verify import verify_dags
 
     if engine == "spark-connect":
         url = request.getfixturevalue("spark_connect")

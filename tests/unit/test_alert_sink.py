@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from mirrorflow.alerts import post_webhook
-from mirrorflow.demo.alert_sink import ALERTS_FILE, AlertSink
 from mirrorflow.processes import session_members
+from mirrorflow_dev.demo.alert_sink import ALERTS_FILE, AlertSink
 
 
 def test_the_sink_writes_one_line_per_alert_and_stops_through_its_pid(tmp_path: Path) -> None:

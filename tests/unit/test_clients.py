@@ -8,8 +8,8 @@ from confluent_kafka import Producer
 from mirrorflow.clients import (
     BOUNDED_READ_WAIT_MS,
     ClientConfigError,
-    _build,
     bounded_reader,
+    build_client,
     client_properties,
     librdkafka_config,
 )
@@ -48,10 +48,10 @@ def test_java_only_keys_are_dropped_and_renamed_keys_renamed() -> None:
 
 
 def test_unknown_keys_are_dropped_with_their_name_and_bad_values_hide_secrets() -> None:
-    producer = _build(Producer, {"bootstrap.servers": "127.0.0.1:1", "max.request.size": "1"}, "test producer")
+    producer = build_client(Producer, {"bootstrap.servers": "127.0.0.1:1", "max.request.size": "1"}, "test producer")
     assert producer is not None
     with pytest.raises(ClientConfigError) as err:
-        _build(
+        build_client(
             Producer,
             {"bootstrap.servers": "127.0.0.1:1", "sasl.password": "hunter2", "linger.ms": "hunter2"},
             "test producer",

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from mirrorflow.config import load_config
-from mirrorflow.config.location import REPO_ROOT
-from mirrorflow.demo.airflow_env import admin_login, airflow_environment, jwt_secret, redact_url
-from mirrorflow.demo.stack import demo_dags
+from mirrorflow_dev import CHECKOUT as REPO_ROOT
+from mirrorflow_dev.demo.airflow_env import admin_login, airflow_environment, jwt_secret, redact_url
+from mirrorflow_dev.demo.stack import demo_dags
 
 CONFIG = REPO_ROOT / "include" / "config" / "mm2.properties"
 BASE = {"PATH": "/usr/bin:/bin", "PYTHONPATH": "/opt/lib", "HOME": "/home/someone", "LANG": "C.UTF-8"}
@@ -32,7 +32,8 @@ def env(tmp_path: Path) -> dict[str, str]:
 def test_folders_examples_and_api_binding(env: dict[str, str], tmp_path: Path) -> None:
     assert env["AIRFLOW_HOME"] == str(tmp_path / "airflow")
     assert env["AIRFLOW__CORE__DAGS_FOLDER"] == str(REPO_ROOT / "dags")
-    assert env["AIRFLOW__CORE__PLUGINS_FOLDER"] == str(REPO_ROOT / "plugins")
+    assert "AIRFLOW__CORE__PLUGINS_FOLDER" not in env  # the Replication page comes with the installed provider
+    assert env["AIRFLOW__CORE__TEST_CONNECTION"] == "Enabled"
     assert env["AIRFLOW__CORE__LOAD_EXAMPLES"] == "False"
     assert env["AIRFLOW__CORE__PARALLELISM"] == "4"
     assert env["AIRFLOW__API__HOST"] == "127.0.0.1"

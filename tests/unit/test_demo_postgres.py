@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from mirrorflow.demo import postgres
-from mirrorflow.demo.postgres import (
+from mirrorflow_dev.demo import postgres
+from mirrorflow_dev.demo.postgres import (
     DB_NAME,
     DB_USER,
     PostgresError,

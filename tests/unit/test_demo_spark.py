@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mirrorflow.demo.spark_standalone import spark_mode
+from mirrorflow_dev.demo.spark_standalone import spark_mode
 
 
 @pytest.mark.parametrize(("value", "mode"), [(None, "local"), ("", "local"), ("Standalone", "standalone")])

@@ -17,11 +17,11 @@ from typing import Any, ClassVar
 
 import pytest
 
-from mirrorflow.config.location import DEFAULT_CONFIG
-from mirrorflow.demo import stack
-from mirrorflow.demo.airflow_server import AirflowServer, AirflowStartError, health_problem
-from mirrorflow.demo.postgres import PostgresServer
-from mirrorflow.devcluster import free_port
+from mirrorflow_dev import EXAMPLE_CONFIG as DEFAULT_CONFIG
+from mirrorflow_dev.demo import stack
+from mirrorflow_dev.demo.airflow_server import AirflowServer, AirflowStartError, health_problem
+from mirrorflow_dev.demo.postgres import PostgresServer
+from mirrorflow_dev.devcluster import free_port
 
 HEALTHY = {
     "metadatabase": {"status": "healthy"},

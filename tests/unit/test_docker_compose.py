@@ -13,7 +13,6 @@ import os
 import re
 import subprocess
 import sys
-import tomllib
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -21,7 +20,8 @@ import pytest
 import yaml
 
 from mirrorflow.config import load_config
-from mirrorflow.devcluster import DEFAULT_CLUSTERS, REPO_ROOT
+from mirrorflow_dev import CHECKOUT as REPO_ROOT
+from mirrorflow_dev.devcluster import DEFAULT_CLUSTERS
 
 COMPOSE_FILE = REPO_ROOT / "docker-compose.yaml"
 KAFKA_SERVICES = {"primary": "kafka-primary", "backup": "kafka-backup"}
@@ -32,7 +32,7 @@ AIRFLOW_SERVICES = (
     "airflow-dag-processor",
     "airflow-triggerer",
 )
-AIRFLOW_MOUNTS = ("dags", "plugins", "include", "spark_apps")
+AIRFLOW_MOUNTS = ("dags", "include/config")
 INTERNAL_PORT = 9092
 
 
@@ -48,13 +48,12 @@ def services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def pins() -> dict[str, str]:
-    """``name -> version`` of every ``name==version`` runtime dependency in pyproject.toml."""
-    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    """``name -> version`` of every pin in constraints.txt (the exact versions CI tests)."""
     found = {}
-    for requirement in project["dependencies"]:
-        name, sep, version = requirement.partition("==")
-        assert sep, f"pyproject.toml: {requirement!r} is not pinned with =="
-        found[name.strip().lower()] = version.strip()
+    for line in (REPO_ROOT / "constraints.txt").read_text().splitlines():
+        name, sep, version = line.partition("==")
+        if sep and not line.startswith("#"):
+            found[name.strip().lower()] = version.strip()
     return found
 
 
@@ -236,9 +235,11 @@ def test_airflow_settings(services: dict[str, dict[str, Any]]) -> None:
         assert env["AIRFLOW__CORE__LOAD_EXAMPLES"].lower() == "false"
         assert env["AIRFLOW__API_AUTH__JWT_SECRET"].startswith("${AIRFLOW_JWT_SECRET:-"), "secret from the env"
         assert env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"].startswith("http://airflow-apiserver:")
-        # `import mirrorflow`: the library's folder (/opt/airflow/include) is on the Python path.
-        assert "/opt/airflow/include" in env["PYTHONPATH"].split(":")  # `import mirrorflow`
-        assert to_repo_path(services[name], "/opt/airflow/include/mirrorflow/__init__.py").is_file()
+        # mirrorflow is installed in the image (the provider), not put on the Python path from the repository.
+        assert "PYTHONPATH" not in env
+        assert env["AIRFLOW__CORE__TEST_CONNECTION"] == "Enabled"
+        config = env["MIRRORFLOW_CONFIG"]
+        assert to_repo_path(services[name], config).is_file()
     assert host_ports(services["airflow-apiserver"]) == {8080: 8080}
     assert depends_on(services["airflow-apiserver"])["airflow-init"] == "service_completed_successfully"
     init_env = environment(services["airflow-init"])
@@ -317,16 +318,14 @@ def test_dockerfiles_exist_and_pin_the_project_versions(
     airflow_text = built["airflow-scheduler"].read_text()
     image, _, tag = from_image(airflow_text).partition(":")
     assert image == "apache/airflow" and tag.startswith(f"{pins['apache-airflow']}-python")
-    installed = pinned_in(airflow_text)
-    for package in (
-        "apache-airflow",
-        "apache-airflow-providers-apache-spark",
-        "pyspark",
-        "confluent-kafka",
-        "interegular",
-        "pandas",
-    ):
-        assert installed.get(package) == pins[package], f"airflow image: {package}"
+    assert pinned_in(airflow_text)["apache-airflow"] == pins["apache-airflow"], "pip must keep the image's Airflow"
+    assert '-c constraints.txt "apache-airflow==' in airflow_text and '".[pyspark]"' in airflow_text, (
+        "the image installs mirrorflow as a user does, at the versions CI tests"
+    )
+    context = REPO_ROOT / services["airflow-scheduler"]["build"]["context"]
+    for source in re.findall(r"^COPY (?:--\S+ )*(.+) \S+$", airflow_text, flags=re.MULTILINE):
+        for item in source.split():
+            assert (context / item).exists(), f"airflow image: COPY {item} is not in the build context"
     assert "openjdk-17-jre-headless" in airflow_text, "spark-submit needs a Java runtime"
 
     spark_text = built["spark-worker"].read_text()

@@ -9,7 +9,6 @@ import pytest
 from mirrorflow.clients import librdkafka_config
 from mirrorflow.config import ConfigError, load_config
 from mirrorflow.config import overrides as ov
-from mirrorflow.config.location import DEFAULT_CONFIG, REPO_ROOT, config_path
 
 
 def test_host_port_login_and_extra_become_cluster_settings() -> None:
@@ -97,11 +96,3 @@ def test_partial_load_still_raises_for_errors_no_flow_owns(tmp_path: Path) -> No
     config.write_text("clusters = a, b\na.bootstrap.servers = x:1\nb.bootstrap.servers = x:2\nreplication.factor = x\n")
     with pytest.raises(ConfigError, match="replication.factor"):
         load_config(config, partial=True)
-
-
-def test_config_path_comes_from_the_environment_relative_to_the_repo() -> None:
-    assert config_path({}) == DEFAULT_CONFIG
-    assert (
-        config_path({"MIRRORFLOW_CONFIG": "include/config/x.properties"}) == REPO_ROOT / "include/config/x.properties"
-    )
-    assert config_path({"MIRRORFLOW_CONFIG": "/etc/mm2.properties"}) == Path("/etc/mm2.properties")

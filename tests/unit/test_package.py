@@ -1,7 +1,9 @@
-"""The library installs as ``mirrorflow`` (issue 16): importable from any directory, no top-level ``include``."""
+"""The library installs as ``mirrorflow``: importable from any directory, no top-level ``include``, and the product
+(``mirrorflow``, ``mirrorflow_airflow``) never imports the development tooling (``mirrorflow_dev``)."""
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -42,3 +44,29 @@ def test_nothing_imports_the_old_name() -> None:
         check=False,
     )
     assert found.stdout == "", found.stdout
+
+
+def _imported_modules(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module)
+    return found
+
+
+def test_the_product_never_imports_the_development_tooling() -> None:
+    product = [
+        *(REPO_ROOT / "include" / "mirrorflow").rglob("*.py"),
+        *(REPO_ROOT / "include" / "mirrorflow_airflow").rglob("*.py"),
+    ]
+    assert len(product) > 90
+    offenders = {
+        str(path.relative_to(REPO_ROOT)): sorted(
+            m for m in _imported_modules(path) if m.split(".")[0] == "mirrorflow_dev"
+        )
+        for path in product
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}
+    assert not (REPO_ROOT / "include" / "mirrorflow_dev").exists()

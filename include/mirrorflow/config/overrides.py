@@ -7,7 +7,7 @@ error still say where a value came from. The Spark app is a separate process tha
 so the same entries travel to it in one environment variable (never on the command line, where
 ``ps`` and Airflow's task log would show them).
 
-This module is plain data: the Airflow side (``plugins/``) reads the connection and calls
+This module is plain data: the Airflow side (``mirrorflow_airflow.hooks``) reads the connection and calls
 :func:`connection_entries`.
 """
 
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -27,6 +28,15 @@ ENV_VAR = "MIRRORFLOW_CONFIG_OVERRIDES"
 CONNECTION_PREFIX = "kafka_"
 
 _SCRAM = {"SCRAM-SHA-256", "SCRAM-SHA-512"}
+
+#: The connection form's fields (``mirrorflow_kafka`` connections keep them in the extra under these names, an
+#: older Airflow with its ``extra__<type>__`` prefix) and the Kafka client properties they stand for.
+FORM_FIELDS = {
+    "security_protocol": "security.protocol",
+    "sasl_mechanism": "sasl.mechanism",
+    "ssl_truststore_location": "ssl.truststore.location",
+}
+_FORM_PREFIX = re.compile(r"^extra__[a-z0-9_]+__")
 
 
 class OverrideError(ValueError):
@@ -65,20 +75,24 @@ def connection_entries(
     login: str | None = None,
     password: str | None = None,
     extra: Mapping[str, Any] | None = None,
+    name: str | None = None,
 ) -> list[Entry]:
     """``<alias>.*`` entries from the fields of an Airflow connection ``kafka_<alias>``.
 
     * host (a comma-separated list allowed) and port give ``bootstrap.servers``;
     * extra holds client properties by their Kafka (Java) names, e.g. ``security.protocol``,
-      ``sasl.mechanism``, ``ssl.truststore.location``, or ``consumer.*``/``producer.*`` role keys;
+      ``sasl.mechanism``, ``ssl.truststore.location``, or ``consumer.*``/``producer.*`` role keys, and the
+      connection form's fields (:data:`FORM_FIELDS`; an empty field is no setting);
       ``bootstrap.servers`` in extra is used when host is empty (the Kafka provider's habit);
     * login and password become ``sasl.jaas.config`` for ``sasl.mechanism`` (PLAIN unless SCRAM),
       and ``security.protocol`` defaults to SASL_SSL when they are given.
     """
-    source = f"airflow connection '{connection_id(alias)}'"
+    source = f"airflow {name or f'connection {connection_id(alias)!r}'}"
     props: dict[str, str] = {}
-    for key, value in (extra or {}).items():
-        if value is None:
+    for raw_key, value in (extra or {}).items():
+        field = _FORM_PREFIX.sub("", str(raw_key))
+        key = FORM_FIELDS.get(field, str(raw_key))
+        if value is None or (field in FORM_FIELDS and str(value).strip() == ""):
             continue
         if isinstance(value, (dict, list)):
             raise OverrideError(f"{source}: extra field '{key}' must be a string, number or boolean")
@@ -118,6 +132,7 @@ def from_environment(environ: Mapping[str, str] | None = None) -> list[Entry]:
 __all__ = [
     "CONNECTION_PREFIX",
     "ENV_VAR",
+    "FORM_FIELDS",
     "OverrideError",
     "connection_entries",
     "connection_id",

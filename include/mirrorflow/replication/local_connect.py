@@ -4,7 +4,7 @@
 asks :func:`ensure_local_server` for an address, which starts the server shipped with pyspark (local
 master, :func:`local_master`) the first time and returns the running one after
 that; ``mirrorflow dev down`` stops it. It is recorded under ``$MIRRORFLOW_HOME/spark-connect`` (default
-``<repo>/.mirrorflow``) and stopped by that record (its process session), never by name.
+``~/.local/state/mirrorflow``, ``config.location``) and stopped by that record (its process session), never by name.
 
 The server's Python workers need confluent-kafka; mirrorflow itself reaches them with each session (the
 package zip, ``connect.py``). With a local master they run this installation's Python; with a cluster master
@@ -21,8 +21,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..devcluster import free_port, state_root
-from ..processes import SessionProcess, file_lock, port_is_free
+from ..config.location import state_dir as _state_dir
+from ..processes import SessionProcess, file_lock, free_port, port_is_free
 from .connect import ConnectServerUnreachable
 from .spark_env import spark_environment
 
@@ -49,7 +49,8 @@ class ServerStatus:
 
 
 def state_dir() -> Path:
-    return state_root() / "spark-connect"
+    """``$MIRRORFLOW_HOME/spark-connect``: the machine's server record and log."""
+    return _state_dir("spark-connect")
 
 
 def _process(directory: Path) -> SessionProcess:

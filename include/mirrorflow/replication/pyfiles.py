@@ -18,10 +18,11 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import tempfile
 import time
 import zipfile
 from pathlib import Path
+
+from ..config.location import state_dir
 
 #: Fixed timestamp of every entry (the zip format's earliest): identical sources, identical bytes.
 _EPOCH = (1980, 1, 1, 0, 0, 0)
@@ -53,16 +54,9 @@ def source_hash(root: Path | None = None) -> str:
 
 
 def cache_dir() -> Path:
-    """Where the zips are kept: ``$MIRRORFLOW_HOME/pyfiles`` (default ``<repo>/.mirrorflow/pyfiles``), or the
-    temporary directory when that is not writable (an installed package in a read-only image)."""
-    from ..devcluster import state_root
-
-    for candidate in (state_root() / "pyfiles", Path(tempfile.gettempdir()) / f"mirrorflow-pyfiles-{os.getuid()}"):
-        with contextlib.suppress(OSError):
-            candidate.mkdir(parents=True, exist_ok=True)
-            if os.access(candidate, os.W_OK):
-                return candidate
-    raise OSError("no writable directory for the mirrorflow package zip")
+    """Where the zips are kept: ``$MIRRORFLOW_HOME/pyfiles`` (``config.location``); ``StateDirError`` naming the
+    folder when it cannot be written."""
+    return state_dir("pyfiles")
 
 
 def build_zip(target: Path, root: Path | None = None) -> Path:

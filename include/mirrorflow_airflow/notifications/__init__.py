@@ -1,0 +1,1 @@
+"""mirrorflow's Airflow notifications."""
