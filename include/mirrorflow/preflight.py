@@ -69,7 +69,7 @@ _ALL_DOWN = (KafkaError._ALL_BROKERS_DOWN, KafkaError._AUTHENTICATION, KafkaErro
 # "127.0.0.1:19092/bootstrap: Connect to ipv4#127.0.0.1:19092 failed: Connection refused (after 0ms in state
 # CONNECT, 3 identical error(s) suppressed)" -> "Connect to ipv4#127.0.0.1:19092 failed: Connection refused"
 _BROKER_PREFIX = re.compile(r"^\S+/\S+: ")
-_STATE_SUFFIX = re.compile(r"\s*\(after \d+ms in state \w+[^)]*\)\s*$")
+_STATE_SUFFIX = re.compile(r"\s*\(after \d+ms in state \w+(?:[^()]|\([^()]*\))*\)\s*$")
 # A quick check's TCP connect: a refusal is immediate; a server that has not accepted by then is left to librdkafka.
 _CONNECT_S = 0.5
 # connect() errors that mean nobody will answer on that address (as librdkafka's "all brokers down" does).
