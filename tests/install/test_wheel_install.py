@@ -135,7 +135,12 @@ def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Installe
     lowest = lowest_versions()
     # An existing deployment at the lowest declared versions; pyspark reinstalled last, as `make install` does, so
     # that its own Python files are the ones left where pyspark-client wrote the same paths.
-    _run([*pip, *(f"{name}=={version}" for name, version in lowest.items())], cwd=root, timeout=900)
+    deployment = Path(__file__).with_name("lowest-deployment.txt")
+    _run(
+        [*pip, "-c", str(deployment), *(f"{name}=={version}" for name, version in lowest.items())],
+        cwd=root,
+        timeout=900,
+    )
     _run([*pip, "--no-deps", "--force-reinstall", f"pyspark=={lowest['pyspark']}"], cwd=root, timeout=600)
     before = versions(python, root)
     _run([*pip, f"{wheel}[pyspark]"], cwd=root, timeout=900)
