@@ -40,6 +40,7 @@ integration: install
 lint: install
 	$(BIN)/ruff check include dev tests dags docs benchmarks
 	$(BIN)/ruff format --check include dev tests dags docs benchmarks
+	$(BIN)/lint-imports --no-cache
 
 dev-up dev-down dev-status: install
 	$(BIN)/mirrorflow dev $(subst dev-,,$@)

@@ -2,7 +2,7 @@
 
 Why this exists: MM2 checkpoints on a fixed clock (``emit.checkpoints.interval.seconds`` 60) and writes
 target group offsets on another (``sync.group.offsets.interval.seconds`` 60), so a failed-over consumer
-resumes from offsets up to ~2-3 minutes old (mm2-behaviour 2.5-2.6). mirrorflow runs the same work as
+resumes from offsets up to ~2-3 minutes old (``MirrorCheckpointTask``, KIP-545). mirrorflow runs the same work as
 short Airflow tasks (``emit_checkpoints`` then ``sync_group_offsets``), scheduled on the mirror DAG's
 asset events or every N seconds. Whether that is better depends on how long one run takes, and one run
 reads the whole offset-syncs, progress and checkpoints topics and asks the source about every group; this
@@ -68,13 +68,13 @@ from _common import (
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from mirrorflow import kafka_calls
 from mirrorflow.checkpoints.emit import CheckpointReport, emit_checkpoints, read_checkpoints
 from mirrorflow.checkpoints.groupsync import SyncReport, sync_group_offsets
 from mirrorflow.checkpoints.state import add_syncs, latest_checkpoints
 from mirrorflow.checkpoints.translate import OffsetTranslator
 from mirrorflow.config import parse_config
 from mirrorflow.config.model import MirrorConfig
+from mirrorflow.kafka import calls as kafka_calls
 from mirrorflow.replication.copy import close_kept_clients
 from mirrorflow.replication.executor import LocalExecutor
 from mirrorflow.replication.run import RunReport, replicate
@@ -82,7 +82,7 @@ from mirrorflow.wire import Checkpoint, CopiedRun, OffsetSync
 
 T = TypeVar("T")
 
-#: MM2 defaults the comparison uses (mm2-behaviour 2.2, 2.5, 2.6); mirrorflow reads the same keys.
+#: MM2 defaults the comparison uses (``MirrorSourceConnector``, ``MirrorCheckpointConnector``); mirrorflow reads the same keys.
 MM2_EMIT_INTERVAL_S = 60
 MM2_SYNC_INTERVAL_S = 60
 MM2_OFFSET_FLUSH_S = 60

@@ -1,6 +1,6 @@
 """Benchmark: the failover DAG from trigger to done, side by side with a naive per-group failover loop.
 
-Why this exists: MM2 has no failover automation. Its documented procedure (mm2-behaviour 7) is manual and
+Why this exists: MM2 has no failover automation. Its documented procedure (KIP-382, ``RemoteClusterUtils.translateOffsets``) is manual and
 per group: stop the group's consumers, call ``RemoteClusterUtils.translateOffsets`` (which reads the whole
 checkpoints topic on every call) and commit the result, e.g. with ``kafka-consumer-groups --reset-offsets``.
 mirrorflow replaces that with one operator-triggered DAG (preflight -> final_copy -> move_groups ->

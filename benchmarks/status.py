@@ -46,8 +46,8 @@ from _common import (
 )
 from confluent_kafka import Consumer, TopicPartition
 
-from mirrorflow import kafka_calls
 from mirrorflow.config import parse_config
+from mirrorflow.kafka import calls as kafka_calls
 from mirrorflow.status import FlowStatus, StatusPages, flow_status, render_json
 
 REPO = Path(__file__).resolve().parents[1]

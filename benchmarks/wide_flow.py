@@ -481,8 +481,8 @@ def plain_wide_verify(source: str, target: str, prefix: str, remote_prefix: str)
 def checkpoint_task(config: str, flow_name: str, task: str) -> dict[str, Any]:
     """What the checkpoints DAG's ``emit_checkpoints`` or ``sync_group_offsets`` task calls, timed, with the Kafka
     calls it made (``kafka_calls``)."""
-    from mirrorflow import kafka_calls
     from mirrorflow.config import load_config
+    from mirrorflow.kafka import calls as kafka_calls
 
     source, _, target = flow_name.partition("->")
     flow = load_config(config).flow(source, target)

@@ -7,7 +7,8 @@ failures); 2 a command that could not run: a cluster unreachable (one line namin
 bootstrap servers, within ``mirrorflow.cluster.timeout``) or an unexpected error (one line; ``--debug``
 shows the traceback and librdkafka's log); 3 ``dev status``/``demo status``: not everything runs.
 Commands that talk to clusters check them first, so a dead cluster is named in seconds instead of
-surfacing as a librdkafka traceback minutes later.
+surfacing as a librdkafka traceback minutes later. Each command imports what it runs inside its function, so
+``mirrorflow config validate`` and ``--help`` do not load the Kafka client or Spark.
 """
 
 from __future__ import annotations

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from . import clients
 from .config.model import FlowConfig, MirrorConfig, Side, parse_duration
 from .internal_topics import InternalTopic, ensure_internal_topic
+from .kafka import clients
 from .replication.progress import read_tail
 from .wire import Heartbeat, WireFormatError
 

@@ -25,8 +25,8 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 
-from . import clients
 from .config.model import FlowConfig, Side
+from .kafka import clients
 
 log = logging.getLogger(__name__)
 

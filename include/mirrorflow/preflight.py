@@ -41,8 +41,8 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
-from . import clients
 from .config.model import FlowConfig, Side
+from .kafka import clients
 
 log = logging.getLogger(__name__)
 

@@ -57,13 +57,20 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import Consumer, IsolationLevel, KafkaError, TopicPartition
+from confluent_kafka import IsolationLevel, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
-from . import clients, preflight, topics
+from . import preflight, topics
+from .checkpoints.best import BestTranslator
+from .checkpoints.emit import read_checkpoints, read_translator, remote_topic
 from .config.model import FlowConfig, Side
-from .kafka_calls import note
-from .offset_lookup import offsets_or_errors
+from .failover.outcome import classify
+from .failover.report import failover_state
+from .heartbeats import check_freshness
+from .kafka import clients
+from .kafka.offsets import offsets_or_errors
+from .kafka.timestamps import fetch_timestamps
+from .replication.history import read_run_history
 from .replication.progress import last_record_timestamp, progress_topic, read_stored_progress
 
 CAUGHT_UP = "caught up"
@@ -89,9 +96,6 @@ TOPICS_SHOWN = 10
 
 #: The most any one step of a status waits for a cluster that answered the check (seconds).
 STEP_TIMEOUT_S = 15.0
-
-#: Messages taken per ``consume`` call when reading record timestamps.
-_BATCH = 1000
 
 
 @dataclass
@@ -355,68 +359,6 @@ def _isolation(flow: FlowConfig) -> IsolationLevel:
     return IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
 
 
-def fetch_timestamps(
-    consumer_config: dict[str, Any], wanted: dict[tuple[str, int], tuple[int, int, int]], timeout: float
-) -> dict[tuple[str, int], tuple[int | None, int | None]]:
-    """Per partition (start, copied, end): (timestamp of the record at copied - 1, of the first at/after copied).
-
-    One consumer for every partition (callers pass only those they need), assigned at ``max(start, copied - 1)``;
-    a partition is paused as soon as the record at or after ``copied`` arrived (or its end), so each costs about
-    one fetch. Missing values (a control record there, nothing after it) are None. Messages are taken a batch at
-    a time and the partitions done in a batch paused together: with thousands of partitions, a call per message
-    was much of the cost, and partitions left unpaused were fetched again and again until the last was done.
-    """
-    result: dict[tuple[str, int], tuple[int | None, int | None]] = {key: (None, None) for key in wanted}
-    assignment = [
-        TopicPartition(t, p, max(start, copied - 1))
-        for (t, p), (start, copied, end) in wanted.items()
-        if max(start, copied - 1) < end
-    ]
-    if not assignment:
-        return result
-    note("new consumer")
-    consumer = Consumer(
-        clients.bounded_reader(  # it knows each partition's end: no long poll there
-            consumer_config,
-            **{
-                "auto.offset.reset": "earliest",  # a position below the log start (expired records): the oldest left
-                "receive.message.max.bytes": 100 * 1024 * 1024,  # noida-db answers a fetch with a whole backlog
-            },
-        )
-    )
-    try:
-        consumer.assign(assignment)
-        remaining = {(tp.topic, tp.partition) for tp in assignment}
-        deadline = time.monotonic() + timeout
-        while remaining and time.monotonic() < deadline:
-            done: list[TopicPartition] = []
-            for message in consumer.consume(_BATCH, 0.05):
-                key = (message.topic(), message.partition())
-                if key not in remaining:
-                    continue
-                if message.error():
-                    if message.error().code() == KafkaError._PARTITION_EOF:
-                        remaining.discard(key)
-                        done.append(TopicPartition(*key))
-                    continue
-                _start, copied, end = wanted[key]
-                stamp_type, stamp = message.timestamp()
-                stamp_ms = stamp if stamp_type and stamp >= 0 else None
-                last, oldest = result[key]
-                if message.offset() < copied:
-                    result[key] = (stamp_ms, oldest)
-                else:
-                    result[key] = (last, stamp_ms)
-                if message.offset() >= copied or message.offset() + 1 >= end:
-                    remaining.discard(key)
-                    done.append(TopicPartition(*key))
-            if done:
-                consumer.pause(done)
-        return result
-    finally:
-        consumer.close()
-
-
 def partition_status(
     plan: topics.TopicPlan,
     partition: int,
@@ -558,7 +500,6 @@ def _level(isolation: IsolationLevel) -> str:
 
 def heartbeat_status(flow: FlowConfig, timeout: float) -> dict[str, Any]:
     """Heartbeat age against ``mirrorflow.heartbeats.max.age`` (the heartbeats DAG's own check)."""
-    from .heartbeats import check_freshness
 
     fresh = check_freshness(flow, timeout=timeout)
     return {
@@ -587,8 +528,6 @@ def groups_status(flow: FlowConfig, timeout: float) -> dict[str, Any]:
     counted at its own re-reads. ``rows`` is internal: :func:`flow_status` replaces this part with the
     summary once the copied positions are known.
     """
-    from .checkpoints.best import BestTranslator
-    from .checkpoints.emit import read_checkpoints, read_translator, remote_topic
 
     with ThreadPoolExecutor(2, thread_name_prefix="status-groups") as pool:
         translator_future = _submit(pool, read_translator, flow, timeout)
@@ -626,7 +565,6 @@ def summarize_groups(rows: list[dict[str, Any]], copied: dict[tuple[str, int], i
     not on the target yet (missing until copied); ``untranslated``: no offset sync says anything about it.
     ``copied`` is the copied position per source (topic, partition) (None or absent: unknown).
     """
-    from .failover.outcome import classify
 
     groups: dict[str, bool] = {}
     counts = {"exact": 0, "re-read": 0, "not-yet-copied": 0, "untranslated": 0}
@@ -661,7 +599,6 @@ def summarize_groups(rows: list[dict[str, Any]], copied: dict[tuple[str, int], i
 
 def runs_status(flow: FlowConfig, timeout: float) -> dict[str, Any]:
     """The flow's runs of the last :data:`HISTORY_HOURS` hours, oldest first, as their release records tell."""
-    from .replication.history import read_run_history
 
     since_ms = int((time.time() - HISTORY_HOURS * 3600) * 1000)
     consumer = clients.client_properties(flow, "target", "consumer")
@@ -708,7 +645,6 @@ def attach_runs(families: list[FamilyStatus], runs: list[dict[str, Any]]) -> Non
 
 def failover_status(flow: FlowConfig, timeout: float) -> dict[str, Any]:
     """``normal``, or the last failed-over / failed-back record of the flow on ``mirrorflow.failover-log``."""
-    from .failover.report import failover_state
 
     entry = failover_state(flow, timeout)
     if entry is None:

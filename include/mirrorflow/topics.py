@@ -13,7 +13,7 @@ MM2 never puts on a cluster, and on the embedded broker one DescribeAcls cost se
 everything it holds; BENCHMARKS.md). When ACLs were last synced is what the caller knows (the run reads it from
 the run history on the lease log, ``replication/history.py``); unknown means now.
 
-Rules follow MM2 (reference: mm2-behaviour.md 3.4, 4.3, 4.4, 6): topics are created with the source
+Rules follow MM2's ``MirrorSourceConnector`` (``createNewTopics``, ``syncTopicConfigs``, ``syncTopicAcls``): topics are created with the source
 partition count, ``replication.factor`` and the source configs filtered by ``targetConfig``; partitions
 are only ever added; configs are changed incrementally; ACLs are only ever created, never deleted.
 A problem with one topic is recorded in the report and never stops the others. Every admin future is

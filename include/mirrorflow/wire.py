@@ -4,7 +4,7 @@ mirrorflow shares its internal topics with MirrorMaker 2: an MM2 checkpoint task
 the offset syncs mirrorflow writes, a consumer using ``RemoteClusterUtils`` must read mirrorflow's
 checkpoints, and a migration must find MM2's Connect source offsets under exactly the key bytes
 Connect looks up. Everything here is therefore checked against the byte examples of
-``mm2-behaviour.md`` section 1, and no function does any Kafka I/O, so the formats can be tested and
+Kafka's ``OffsetSync``, ``Checkpoint`` and ``Heartbeat`` classes (``connect/mirror-client``), and no function does any Kafka I/O, so the formats can be tested and
 reused (Spark executors, CLI, DAGs) without a cluster.
 
 Encoding follows Kafka's classic protocol ``Schema``/``Struct`` types: fixed-width big-endian signed
@@ -456,7 +456,7 @@ def _jackson_json(obj: object) -> str:
     """Compact JSON text exactly as Connect's ``JsonConverter`` (schemas disabled) writes it.
 
     Dicts are written in their insertion order, so callers build them in Java ``HashMap`` iteration
-    order (mm2-behaviour.md 1.5).
+    order (Connect's offset keys are Java maps).
     """
     if isinstance(obj, str):
         return '"' + _JACKSON_ESCAPED.sub(_jackson_escape_char, obj) + '"'

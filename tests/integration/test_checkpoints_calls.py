@@ -17,9 +17,9 @@ from typing import Any, TypeVar
 import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
-from mirrorflow import kafka_calls
 from mirrorflow.checkpoints.emit import emit_checkpoints, read_checkpoints
 from mirrorflow.checkpoints.groupsync import sync_group_offsets
+from mirrorflow.kafka import calls as kafka_calls
 from mirrorflow.replication.executor import LocalExecutor
 from mirrorflow.replication.run import replicate
 from tests.integration.test_checkpoints import config

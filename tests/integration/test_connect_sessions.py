@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from mirrorflow.clients import client_properties
 from mirrorflow.config import MirrorConfig, parse_config
+from mirrorflow.kafka.clients import client_properties
 from mirrorflow.replication import connect
 from mirrorflow.replication.connect import SparkConnectExecutor
 from mirrorflow.replication.run import replicate

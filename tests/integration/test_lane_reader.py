@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer
 
-from mirrorflow.clients import BOUNDED_READER
+from mirrorflow.kafka.clients import BOUNDED_READER
 from mirrorflow.replication import lane_reader
 from mirrorflow.replication.lane_reader import LaneReader, PartitionReader
 from tests.kafka_helpers import create_topic, produce, unique_topic_name

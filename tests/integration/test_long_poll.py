@@ -22,10 +22,10 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from mirrorflow import clients
 from mirrorflow.checkpoints.emit import emit_checkpoints
 from mirrorflow.config import MirrorConfig, load_config
 from mirrorflow.heartbeats import check_freshness, newest_heartbeat
+from mirrorflow.kafka import clients
 from mirrorflow.replication.copy import close_kept_clients
 from mirrorflow.replication.executor import LocalExecutor
 from mirrorflow.replication.progress import progress_topic

@@ -92,7 +92,7 @@ class _PartitionState:
 
 
 def mm2_syncs(topic: str, partition: int, copies: list[tuple[int, int]]) -> Iterator[OffsetSync]:
-    """The syncs MM2 emits for ``copies`` (upstream, downstream) in send order (mm2-behaviour 2.2)."""
+    """The syncs MM2 emits for ``copies`` (upstream, downstream) in send order (MM2's ``OffsetSyncWriter``)."""
     state, delayed = _PartitionState(), None
     for upstream, downstream in copies:
         if partition == 2 and upstream == RESTART[1] and state.previous_upstream == RESTART[0] - 1:

@@ -21,8 +21,8 @@ import pytest
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import NewPartitions
 
-from mirrorflow.clients import client_properties
 from mirrorflow.config import MirrorConfig, load_config, parse_config
+from mirrorflow.kafka.clients import client_properties
 from mirrorflow.replication.connect import SparkConnectExecutor
 from mirrorflow.replication.executor import LocalExecutor, SparkExecutor, UnitExecutor
 from mirrorflow.replication.progress import progress_topic

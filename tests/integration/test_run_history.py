@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from mirrorflow import clients
 from mirrorflow.config import MirrorConfig, parse_config
+from mirrorflow.kafka import clients
 from mirrorflow.replication.executor import LocalExecutor
 from mirrorflow.replication.history import read_run_history
 from mirrorflow.replication.lock import LOCK_TOPIC

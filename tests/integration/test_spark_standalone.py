@@ -258,8 +258,8 @@ def test_cluster_deploy_mode_report_comes_back_from_the_lock_topic(kafka_cluster
     """In cluster deploy mode the driver's report file stays on the cluster; the run's release record on the
     target's lock topic carries its summary, which the Airflow task reads back (``remote_report``). Spark refuses
     cluster deploy mode for Python apps on a standalone master, so the run here is the CLI's, in process."""
-    from mirrorflow import clients
     from mirrorflow.config import load_config
+    from mirrorflow.kafka import clients
     from mirrorflow.replication.remote_report import released_report
 
     prefix = f"sr{uuid.uuid4().hex[:6]}"

@@ -17,10 +17,10 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from mirrorflow import kafka_calls
 from mirrorflow.checkpoints.emit import emit_checkpoints
 from mirrorflow.cli import main
 from mirrorflow.config import parse_config
+from mirrorflow.kafka import calls as kafka_calls
 from mirrorflow.replication.executor import LocalExecutor
 from mirrorflow.replication.run import replicate
 from mirrorflow.status import BEHIND, CAUGHT_UP, NO_PROGRESS, StatusPages, flow_status, summarize_topics

@@ -27,9 +27,9 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from mirrorflow import kafka_calls
-from mirrorflow.clients import admin
 from mirrorflow.config import FamilyConflictError, FlowConfig, parse_config
+from mirrorflow.kafka import calls as kafka_calls
+from mirrorflow.kafka.clients import admin
 from mirrorflow.topics import (
     DELETED,
     PreparationReport,

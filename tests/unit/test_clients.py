@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import Producer
 
-from mirrorflow.clients import (
+from mirrorflow.config import parse_config
+from mirrorflow.kafka.clients import (
     BOUNDED_READ_WAIT_MS,
     ClientConfigError,
     bounded_reader,
@@ -13,7 +14,6 @@ from mirrorflow.clients import (
     client_properties,
     librdkafka_config,
 )
-from mirrorflow.config import parse_config
 
 JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="svc" password="p@ss \\"x\\"";'
 

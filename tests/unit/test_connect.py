@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mirrorflow.clients import client_properties
 from mirrorflow.config import parse_config
+from mirrorflow.kafka.clients import client_properties
 from mirrorflow.replication.connect import (
     cluster_identity,
     public_url,

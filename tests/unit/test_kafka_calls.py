@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from mirrorflow import kafka_calls
+from mirrorflow.kafka import calls as kafka_calls
 
 
 class FakeAdmin:

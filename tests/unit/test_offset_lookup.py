@@ -8,7 +8,7 @@ from typing import Any
 from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
-from mirrorflow.offset_lookup import offsets_or_errors
+from mirrorflow.kafka.offsets import offsets_or_errors
 
 
 class _Answer:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from mirrorflow.clients import librdkafka_config
 from mirrorflow.config import ConfigError, load_config
 from mirrorflow.config import overrides as ov
+from mirrorflow.kafka.clients import librdkafka_config
 
 
 def test_host_port_login_and_extra_become_cluster_settings() -> None:

@@ -1,4 +1,4 @@
-"""Replication policies with MM2's exact semantics (mm2-behaviour.md section 3)."""
+"""Replication policies with MM2's exact semantics (Kafka's ``DefaultReplicationPolicy`` and ``IdentityReplicationPolicy``, KIP-382, KIP-690)."""
 
 from __future__ import annotations
 

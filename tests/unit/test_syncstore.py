@@ -1,4 +1,4 @@
-"""MM2's OffsetSyncStore sparse history and translation rule (mm2-behaviour.md sections 2.3 and 2.4).
+"""MM2's OffsetSyncStore sparse history and translation rule (Kafka's ``OffsetSyncStore``).
 
 Ported from Kafka's ``OffsetSyncStoreTest`` (3.6+, KAFKA-15202, plus the ``initializationMustReadToEnd``
 cases of 3.7+): the same sync sequences must keep the same syncs and translate to the same offsets as MM2,

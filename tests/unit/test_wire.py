@@ -1,4 +1,4 @@
-"""MM2 record formats byte for byte (mm2-behaviour.md section 1), the run extension and Java's partitioner.
+"""MM2 record formats byte for byte (Kafka's ``OffsetSync``, ``Checkpoint``, ``Heartbeat``), the run extension and Java's partitioner.
 
 Expected bytes are written out as hex from the document, not produced by the code under test, so a
 change that breaks compatibility with MM2 fails here rather than on a shared cluster.

@@ -1,6 +1,6 @@
 """Checkpoints: translate the source's consumer-group offsets and write them in MM2's format and place.
 
-One run does what MM2's ``MirrorCheckpointTask`` does in one poll (mm2-behaviour 2.5), reading its
+One run does what MM2's ``MirrorCheckpointTask`` does in one poll (KIP-382), reading its
 state from the clusters so any process can run it:
 
 1. read the offset-syncs topic into an :class:`OffsetTranslator` (exact runs + MM2's store), with the
@@ -36,9 +36,9 @@ from typing import Any
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
-from .. import clients
 from ..config.model import FlowConfig
 from ..internal_topics import InternalTopic, TopicState, ensure_internal_topic
+from ..kafka import clients
 from ..wire import Checkpoint
 from .best import CHECKPOINT, BestTranslator
 from .state import SourcePartition, StateReads, latest_checkpoints, read_raw, syncs_location

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 from confluent_kafka import KafkaException
 
-from .. import clients, preflight
+from .. import preflight
 from ..config.model import FlowConfig
+from ..kafka import clients
 from .emit import committed_offsets, read_best, remote_topic, source_topic_of, syncs_location
 from .translate import Translation
 

@@ -1,7 +1,7 @@
 """Group offset sync: commit the latest checkpoints into the target's consumer groups (KIP-545).
 
 With ``sync.group.offsets.enabled`` a consumer that fails over needs no tooling: its group already has
-offsets on the target. Rules, MM2's (mm2-behaviour 2.6) plus what MM2 only logs:
+offsets on the target. Rules, MM2's (``MirrorCheckpointTask.syncGroupOffset``, KIP-545) plus what MM2 only logs:
 
 * only groups that are empty or absent on the target are written; a group with members there is
   **skipped and named** (MM2 sends the write anyway and logs the broker's refusal);
@@ -28,8 +28,8 @@ from typing import Any
 
 from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 
-from .. import clients
 from ..config.model import FlowConfig
+from ..kafka import clients
 from ..wire import Checkpoint
 from .best import BestTranslator, Checkpoints
 from .emit import collect_committed_offsets, request_committed_offsets, source_topic_of

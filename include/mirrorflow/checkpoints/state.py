@@ -26,8 +26,8 @@ from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Self, TypeVar
 
-from .. import clients
 from ..config.model import FlowConfig
+from ..kafka import clients
 from ..replication.progress import StoredProgress, progress_topic, read_messages, read_partitions, topic_partitions
 from ..wire import (
     INT32_MAX,

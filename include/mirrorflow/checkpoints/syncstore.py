@@ -9,7 +9,7 @@ We reproduce the Java algorithm exactly, not an equivalent one, because which sy
 which downstream offset a group is checkpointed at. A different but "as good" history would give
 different checkpoints from MM2 for the same offset-syncs topic, and a migration between MM2 and
 mirrorflow (in either direction) would then move consumer groups backwards or forwards.
-The details that matter for that (mm2-behaviour.md sections 2.3 and 2.4):
+The details that matter for that (Kafka's ``OffsetSyncStore``, KAFKA-14666):
 
 - "distinct" means object identity (Java ``==`` on references), not value equality: two syncs read
   from the topic with the same offsets are still two entries;

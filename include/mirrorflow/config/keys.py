@@ -1,7 +1,7 @@
 """Every setting mirrorflow understands: MM2's keys with MM2's defaults, and mirrorflow's own.
 
 The defaults are MirrorMaker 2's (``MirrorSourceConfig``, ``MirrorCheckpointConfig``,
-``MirrorHeartbeatConfig``, ``MirrorConnectorConfig``; see mm2-behaviour.md section 5), so a file that
+``MirrorHeartbeatConfig``, ``MirrorConnectorConfig``; see Kafka's ``connect/mirror`` sources), so a file that
 works under MM2 means the same here. mirrorflow's own keys live under ``mirrorflow.``: MM2 drops
 unknown top-level keys and connectors ignore unknown flow-level keys, so both tools can share a file.
 """

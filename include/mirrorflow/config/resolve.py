@@ -1,6 +1,6 @@
 """Resolve parsed ``mm2.properties`` entries into the typed model, with MM2's precedence.
 
-Precedence follows ``MirrorMakerConfig`` (mm2-behaviour.md 5.3):
+Precedence follows Kafka's ``MirrorMakerConfig`` (``clientConfig``/``connectorBaseConfig``):
 
 * connector settings: ``<src>-><tgt>.key`` > top-level ``key`` > MM2 default;
 * client settings of a flow's ``<side>`` ``<role>`` client, lowest first: top-level security keys,
@@ -595,7 +595,7 @@ class _Resolver:
             self.problems.error(message, file=origin.file, line=origin.line, key=origin.key)
 
     def _check_overlaps(self, flow_name: str, families: list[Family]) -> None:
-        from .overlap import example_overlap
+        from .overlap import example_overlap  # interegular: only when families are checked, not at every parse
 
         named = [f for f in families if f.topics is not None]
         for i, first in enumerate(named):

@@ -19,9 +19,10 @@ import re
 import time
 from datetime import UTC, datetime
 
-from .. import clients, preflight
+from .. import preflight
 from ..checkpoints.emit import committed_offsets, list_groups, read_best, read_translator
 from ..config.model import FlowConfig, MirrorConfig
+from ..kafka import clients
 from ..replication.executor import LocalExecutor
 from ..replication.run import replicate
 from .plan import FailoverError, FailoverPlan, Wanted, group_moves

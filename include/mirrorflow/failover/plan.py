@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 
-from .. import clients, preflight
+from .. import preflight
 from ..checkpoints.best import CHECKPOINT, BestTranslator
 from ..checkpoints.emit import (
     committed_offsets,
@@ -43,8 +43,9 @@ from ..checkpoints.emit import (
 from ..checkpoints.groupsync import IDLE_STATES, group_states
 from ..checkpoints.translate import OffsetTranslator, Translation
 from ..config.model import FlowConfig
+from ..kafka import clients
+from ..kafka.timestamps import READ_TIMEOUT_S, fetch_timestamps
 from ..replication.progress import last_record_timestamp, progress_topic, read_stored_progress
-from ..status import fetch_timestamps
 from .outcome import NOT_YET_COPIED, classify
 
 Mode = Literal["planned", "disaster", "failback"]
@@ -296,7 +297,9 @@ def age_missing(flow: FlowConfig, partitions: list[PartitionMove], timeout: floa
     if not wanted:
         return
     try:
-        stamps = fetch_timestamps(clients.client_properties(flow, "source", "consumer"), wanted, min(timeout, 15.0))
+        stamps = fetch_timestamps(
+            clients.client_properties(flow, "source", "consumer"), wanted, min(timeout, READ_TIMEOUT_S)
+        )
     except Exception as exc:  # noqa: BLE001 - the age informs; it must never stop a failover
         plan_log.warning("cannot read the ages of the records not copied yet: %s", exc)
         return

@@ -13,9 +13,9 @@ from typing import Any
 
 from confluent_kafka import Producer
 
-from .. import clients
 from ..config.model import FlowConfig
 from ..internal_topics import InternalTopic, ensure_internal_topic
+from ..kafka import clients
 from ..replication.progress import read_partitions
 from .outcome import action_text, group_heading, outcome_text, top_line, totals
 from .plan import FailoverPlan, PartitionMove

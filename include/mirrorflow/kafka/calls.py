@@ -1,6 +1,6 @@
 """Count the Kafka calls a run's driver makes: admin requests by name, and the clients it creates.
 
-Why (issue 11): the lock, discovery, metadata and progress reads of a run must cost milliseconds, and the way to
+Why: the lock, discovery, metadata and progress reads of a run must cost milliseconds, and the way to
 keep them there is to know how many requests they make. Every run report carries the count (``kafka_calls``), so
 a change that adds a request per topic or a client per partition shows in the report, and a test can hold the
 count of a run with nothing new (a number, unlike a timing, that does not depend on the machine).

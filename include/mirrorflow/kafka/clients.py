@@ -17,8 +17,8 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
-from .config.model import FlowConfig, Role, Side
-from .kafka_calls import CountingAdmin, note
+from ..config.model import FlowConfig, Role, Side
+from .calls import CountingAdmin, note
 
 log = logging.getLogger(__name__)
 

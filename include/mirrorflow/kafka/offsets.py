@@ -11,8 +11,8 @@ from typing import Any
 
 from confluent_kafka import IsolationLevel, TopicPartition
 
-from . import kafka_calls
-from .replication.copy import kafka_words
+from . import calls as kafka_calls
+from .errors import kafka_words
 
 LIST_OFFSETS_CHUNK = 1_000
 """Partitions per ListOffsets admin call (``list_offsets``)."""

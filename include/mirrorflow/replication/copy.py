@@ -14,7 +14,7 @@ too (``CHECKPOINT_EVERY_RECORDS``, ``CHECKPOINT_EVERY_S``), so a crash repeats a
 A unit is a chain of such transactions (or checkpoint intervals) over one partition, bounded in time
 (``UNIT_SECONDS``): what a unit committed before a failure stays committed and counted.
 
-Speed (issue 11): the copy loop takes consumer batches of a few thousand records (``CONSUME_BATCH``: less than the
+Speed: the copy loop takes consumer batches of a few thousand records (``CONSUME_BATCH``: less than the
 consumer has read ahead, and never more than the unit still needs, so the call returns as soon as the unit's last
 record is there instead of waiting out a timeout), and
 pauses the source partition as soon as that last record is in hand: a consumer left at the end of a partition
@@ -51,14 +51,15 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from ..clients import BOUNDED_READER
+from ..kafka.clients import BOUNDED_READER
+from ..kafka.errors import kafka_words
 from ..wire import CopiedRun, OffsetSync, source_offset_value
 from .kept_clients import KeptClients, client_key, close_consumer, close_kept_consumers, learn_topic, lent_consumer
 from .lane_reader import LaneReader, OwnReader, PartitionReader
 from .progress import StoredProgress, fingerprint, progress_since, progress_since_many, read_stored_progress
 from .units import LossEvent, Run, UnitResult, UnitSpec
 
-# The test broker answers a fetch with a partition's whole backlog (see platform notes); a large
+# The embedded test broker (noida-db) answers a fetch with a partition's whole backlog; a large
 # receive limit lets librdkafka accept it. Harmless against Apache Kafka, which honours fetch sizes.
 _RECEIVE_MAX = 200 * 1024 * 1024
 
@@ -75,7 +76,7 @@ then it returns to the driver, which logs progress, checks that it still holds t
 wave. Why not a unit per span: each unit opens a consumer, reads the stored progress and costs the driver a Spark
 job, and a broker that answers a fetch with a partition's whole backlog (the embedded test broker) sends the rest of
 that backlog again to every new consumer: 1,000,000 records in 4 partitions took 42 s as 16 units, against 7 s for
-the first 250,000 (issue 11)."""
+the first 250,000."""
 
 #: How long one consume call waits when fewer records than asked are there (a transactional source's markers
 #: and aborted records take offsets without being delivered); the unit's own timeout is counted across calls.
@@ -115,7 +116,7 @@ emptied the queue each time, and a fetcher already at the partition's end then l
 broker that answers them at once (the embedded test broker). Measured on 400,000 records in 4 partitions on the
 2 cores, exactly-once, back-to-back pairs while a test suite also ran: CPU per record copied, all parties, 34-40 us
 -> 21-28 us in-process and 40 -> 35 us on Spark Connect, the copier's own share included. A call costs the same for
-one record as for thousands, so 200 calls instead of 20 per million records are nothing (issue 11)."""
+one record as for thousands, so 200 calls instead of 20 per million records are nothing."""
 
 KEEP_PRODUCERS = 64
 """Idle record producers kept per process, as many as a family's ``TRANSACTION_SLOTS`` (least recently used dropped
@@ -151,7 +152,7 @@ TASK_RECORDS = 50_000
 copies about 100,000 records a second, so a wave smaller than this is mostly waits on the clusters, which threads
 overlap as well as processes do; spread over one task per lane it paid a Spark task and a Python worker per lane and
 overlapped only as many lanes as the server has task slots: 1,000 partitions with 10 new records each took 8.4 s
-to copy as 16 tasks on a local server's 4 slots, against 6.1 s in one process's 8 threads (issue 11). A large wave
+to copy as 16 tasks on a local server's 4 slots, against 6.1 s in one process's 8 threads. A large wave
 still gets a task per lane (a partition's copy then has a Python worker, and a core, to itself). A unit's own work
 (its consumer's assignment and first fetch, its progress record) counts as ``UNIT_RECORDS`` records, so a wave of
 thousands of small units, which holds a Python process's one core busy, is spread over a few tasks too."""
@@ -206,13 +207,6 @@ class _Fenced(Exception):
     """A newer producer with this partition's transactional.id (a retry, a concurrent run) owns it now."""
 
 
-def kafka_words(error: object) -> str:
-    """A Kafka error as its name and description (``MSG_SIZE_TOO_LARGE (Broker: Message size too large)``)."""
-    if isinstance(error, KafkaError):
-        return f"{error.name()} ({error.str()})"
-    return str(error)
-
-
 def is_retriable(error: object) -> bool:
     """True for errors a later attempt of the same unit may not meet (transient broker conditions)."""
     if not isinstance(error, KafkaError):
@@ -259,7 +253,7 @@ def copy_unit(
 class _LaneTransaction:
     """A transaction the small units of a lane share, so 1,000 units of a few records cost 16 commits, not 1,000.
 
-    Why (issue 11): on 1,000 partitions with 10 new records each, a unit's flush and commit were half of its time
+    Why: on 1,000 partitions with 10 new records each, a unit's flush and commit were half of its time
     (about 21 ms of a thread each). The units of a lane share a ``transactional.id`` and run one after the other
     (``copy_units``), so one transaction can hold several of them, as one MirrorMaker 2 task's transaction holds
     all its partitions. A unit that committed nothing before its last span and is not the last of its lane
@@ -289,7 +283,7 @@ class _LaneTransaction:
 
         Why: a unit must read its progress after its producer holds the partition's ``transactional.id`` (a zombie
         may have committed since the run planned); one read per unit was one of the per-unit costs that kept a
-        wide family's run slow (issue 11). Every unit of a lane has the same id, so once ``producer`` holds it no
+        wide family's run slow. Every unit of a lane has the same id, so once ``producer`` holds it no
         other producer can commit progress for any of them without fencing ``producer`` first, and then nothing it
         sends can commit: the answer read once holds for every later unit on that producer. A new producer (the one
         before was fenced or broke) reads again, for the whole lane (the answers of units already done are never
@@ -387,7 +381,7 @@ def copy_units(specs: Sequence[UnitSpec], threads: int | None = None) -> list[Un
     Why: a unit with a few records to copy is all waiting, not work. ``init_transactions`` costs about 55 ms on a
     quiet broker (0.5 s when librdkafka's retry timer fires first), the stored progress read and the commit a few
     ms more, and librdkafka releases the GIL while it waits. One after the other, 1,000 partitions with a few new
-    records each took 401 s in one process (issue 11); overlapped, the waits are paid ``threads`` at a time. The
+    records each took 401 s in one process; overlapped, the waits are paid ``threads`` at a time. The
     units of a wave never share a partition, so order within a partition is unaffected. Units sharing a
     ``transactional.id`` (a lane, see ``lanes``) run one after the other, each with its own transactions on the
     lane's producer; a lane's units share ``UNIT_SECONDS``: once it is spent, the rest of the lane is left for the
@@ -523,7 +517,7 @@ class _ReportedBatch:
     """Where one consumer batch's copies landed, from the delivery reports of its first and last record only.
 
     Why: a delivery report is a Python call and a message object per record, about 1 us of the copier's ~8 us
-    per record (issue 11). Exactly-once needs no report to learn that a record failed: librdkafka refuses to
+    per record. Exactly-once needs no report to learn that a record failed: librdkafka refuses to
     commit a transaction in which any record failed (an abortable error that names the cause). What the report
     gave is the record's target offset, and one batch's records need only two: the producer is idempotent and
     writes one partition in send order, so ``count`` records whose first landed at ``first`` and last at

@@ -26,7 +26,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from ..clients import bounded_reader
+from ..kafka.clients import bounded_reader
 from .lock import ALL_FAMILIES, LOCK_TOPIC, connection_settings
 
 log = logging.getLogger(__name__)

@@ -24,8 +24,8 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicCollection, TopicPartition
 
-from ..clients import bounded_reader
-from ..kafka_calls import note
+from ..kafka.calls import note
+from ..kafka.clients import bounded_reader
 from .progress import StoredProgress, fingerprint
 from .units import Reset, ResetEvent
 

@@ -1,6 +1,6 @@
 """Kafka clients a process keeps between work units, so a unit of a few records does not pay for new ones.
 
-Why (issue 11): a unit's clients cost more than its copy when it has little to copy. Measured on 1,000 partitions
+Why: a unit's clients cost more than its copy when it has little to copy. Measured on 1,000 partitions
 with 10 new records each (in-process, 8 threads, thread-seconds summed over the units): a new source consumer's
 first watermark read, assign and close took 61 s, the progress consumer's read and close 46 s, and the
 transactional producer's connect and ``init_transactions`` 75 s, of 290 s in all. The plain loop uses one

@@ -56,8 +56,8 @@ from typing import Any, Self, TypeVar
 from confluent_kafka import TIMESTAMP_CREATE_TIME, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from ..clients import bounded_reader
-from ..kafka_calls import CountingAdmin, note
+from ..kafka.calls import CountingAdmin, note
+from ..kafka.clients import bounded_reader
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from ..clients import bounded_reader
-from ..kafka_calls import note
+from ..kafka.calls import note
+from ..kafka.clients import bounded_reader
 from ..wire import decode_source_offset_key, decode_source_offset_value, java_partition, source_offset_key
 from .kept_clients import lent_consumer
 
@@ -264,7 +264,7 @@ def progress_since_many(
     ``topic`` read from ``starts[partition]`` to its end in one assignment (a lane's units read theirs together)."""
     result = dict(known)
     # A kept consumer (kept_clients): this runs once per work unit or lane, and a new consumer each time cost more
-    # than the read (issue 11). What it fetched for an earlier assignment is discarded when it is assigned again.
+    # than the read. What it fetched for an earlier assignment is discarded when it is assigned again.
     with lent_consumer(_committed_config(consumer_config)) as consumer:
         consumer.assign([TopicPartition(topic, partition, start) for partition, start in starts.items()])
         open_ = set(starts)

@@ -25,13 +25,17 @@ from typing import Any, TypeVar
 from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
-from .. import clients, kafka_calls, topics
+from .. import topics
 from ..alerts import WEBHOOK_KEY, send_run_events
 from ..config.model import FlowConfig, MirrorConfig, parse_duration
 from ..internal_topics import InternalTopic, ensure_internal_topic
-from ..offset_lookup import list_offsets
+from ..kafka import calls as kafka_calls
+from ..kafka import clients
+from ..kafka.errors import kafka_words
+from ..kafka.offsets import list_offsets
+from ..kafka.timestamps import READ_TIMEOUT_S, fetch_timestamps
 from . import stop_signal
-from .copy import is_retriable, kafka_words, transactional_id
+from .copy import is_retriable, transactional_id
 from .executor import UnitExecutor
 from .history import last_sync, parse_history, run_summary
 from .incarnation import PartitionNow, fingerprint_offset, fingerprints_now, plan_reset, topic_ids
@@ -310,15 +314,13 @@ class _Run:
         Only partitions with lag are read (one consumer, about one fetch each), so a run that caught up, like the
         scheduled run that found nothing new, pays nothing. A record that cannot be read in time leaves None.
         """
-        from ..status import STEP_TIMEOUT_S, fetch_timestamps  # status imports replication: import when needed
-
         for part in by_tp.values():
             part.lag_seconds = 0.0 if not part.lag else None
         wanted = {k: (p.position, p.position, ends[k]) for k, p in by_tp.items() if p.lag}
         if not wanted:
             return
         consumer = clients.client_properties(self.flow, "source", "consumer")
-        stamps = fetch_timestamps(consumer, wanted, min(self.timeout, STEP_TIMEOUT_S))
+        stamps = fetch_timestamps(consumer, wanted, min(self.timeout, READ_TIMEOUT_S))
         now_ms = time.time() * 1000
         for key, (_last, oldest) in stamps.items():
             if oldest is not None:
@@ -838,7 +840,7 @@ def _batches(
         # The pause is for an idle source. A batch that copied records (or left some behind) is followed at once by
         # the next: records are arriving, and a pause would only add to their latency. At a steady 2,000 records/s
         # the 5 s default pause made p99 about 8 s (benchmarks/continuous_latency.py); without it, about two
-        # batches (issue 11 item 5: p99 < 5 s).
+        # batches (p99 < 5 s).
         wait = 0.0 if batch.records or batch.lag else pause
         if time.monotonic() + wait >= deadline or not batch.ok or stop_signal.pause(wait):
             if signal_name := stop_signal.requested():

@@ -22,7 +22,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from ..clients import bounded_reader
+from ..kafka.clients import bounded_reader
 from .compare import LOOKAHEAD, Difference, first_difference
 from .records import Fields, encode_fields, new_digest
 
@@ -32,7 +32,7 @@ BATCH = 20_000
 #: The longest a reader blocks in one poll while it waits for records (it returns as soon as any arrive).
 POLL_S = 0.5
 
-#: The embedded test broker answers a fetch with a partition's whole backlog (see the platform notes): a large
+#: The embedded test broker (noida-db) answers a fetch with a partition's whole backlog: a large
 #: receive limit lets librdkafka accept it. Harmless against Apache Kafka, which honours fetch sizes.
 _RECEIVE_MAX = 200 * 1024 * 1024
 

@@ -20,10 +20,11 @@ from typing import Any
 from confluent_kafka import IsolationLevel, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
-from .. import clients, topics
+from .. import topics
 from ..checkpoints.emit import syncs_location
 from ..config.model import FlowConfig
-from ..offset_lookup import offsets_or_errors
+from ..kafka import clients
+from ..kafka.offsets import offsets_or_errors
 from ..replication.progress import StoredProgress, progress_topic, read_partitions, read_stored_progress
 from ..wire import OffsetSync, WireFormatError
 from .chunk import ChunkSpec

@@ -10,7 +10,7 @@ The asset event of ``publish_report`` (one asset per flow family) is what the ch
 scheduled on, so checkpoints follow fresh data instead of a clock.
 
 Parsing builds the DAGs' shape only: the Kafka client, the copy engine and everything that talks to a cluster
-are imported inside the tasks, so a parse costs the configuration and Airflow's own objects (issue 12: under
+are imported inside the tasks, so a parse costs the configuration and Airflow's own objects (under
 load, parsing hit Airflow's import timeout; ``benchmarks/dag_parse.py`` measures it).
 """
 
@@ -211,7 +211,8 @@ def build_mirror_dag(flow: FlowConfig, family: str, config_file: Path) -> DAG:
             ACLs and the configs of existing remote topics are left to ``replicate``: its run holds the family's lock,
             whose log records when they were last synced, so they are synced once per interval
             (``sync.topic.acls.interval.seconds``, ``sync.topic.configs.interval.seconds``) and not twice a run."""
-            from mirrorflow import clients, topics
+            from mirrorflow import topics
+            from mirrorflow.kafka import clients
 
             params = get_current_context()["params"]
             live = MirrorflowHook(config_file).flow(name)

@@ -21,10 +21,10 @@ from typing import Any
 from airflow.sdk import BaseHook
 from airflow.sdk.log import mask_secret
 
-from mirrorflow.clients import ClientConfigError
 from mirrorflow.config import overrides as config_overrides
 from mirrorflow.config.keys import CONNECTOR_KEYS
 from mirrorflow.config.model import parse_duration
+from mirrorflow.kafka.clients import ClientConfigError
 from mirrorflow.preflight import TIMEOUT_KEY, ClusterUnreachableError, check_connection
 from mirrorflow.redact import is_secret_key
 

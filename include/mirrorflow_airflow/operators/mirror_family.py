@@ -241,7 +241,7 @@ class MirrorFamilyOperator(BaseOperator):
         standalone master): the configuration file goes with ``--files``, and the report comes back from the run's
         release record on the target's lock topic (``remote_report``), since the driver's files stay on the cluster.
         """
-        from mirrorflow import clients
+        from mirrorflow.kafka import clients
         from mirrorflow.replication.remote_report import released_report
 
         if (self._master() or "").startswith("spark://"):

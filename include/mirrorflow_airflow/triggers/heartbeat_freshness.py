@@ -50,7 +50,7 @@ _FIELDS = ("flow", "topic", "newest_ms", "age_s", "threshold_s", "checked_at_ms"
 
 def heartbeats_module() -> ModuleType:
     """``mirrorflow.heartbeats``, imported when a check runs, not when a DAG file is parsed: it loads the
-    Kafka client, which the DAG's shape does not need (issue 12: parsing must stay cheap)."""
+    Kafka client, which the DAG's shape does not need (parsing must stay cheap)."""
     from mirrorflow import heartbeats
 
     return heartbeats
