@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYSPARK_VERSION := $(shell sed -n 's/^pyspark==//p' constraints.txt)
 
-.PHONY: constraints install test unit integration lint demo demo-stop demo-status dev-up dev-down dev-status screenshots clean
+.PHONY: check chromium constraints install test unit integration lint demo demo-stop demo-status dev-up dev-down dev-status screenshots clean
 
 install: $(STAMP)
 
@@ -28,8 +28,13 @@ constraints: install
 	@{ sed -n '1,2p' constraints.txt; $(BIN)/python -m pip freeze --exclude-editable | grep -iv '^mirrorflow'; } > constraints.txt.new
 	@mv constraints.txt.new constraints.txt
 
+# The whole suite (what CI runs), listing its 25 slowest tests at the end.
 test: lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=25
+
+# Before a commit: lint and the fast tests (no broker, no Spark, no Airflow server), about two minutes.
+check: lint
+	$(BIN)/python -m pytest tests/unit tests/dags -m "not integration" -q
 
 unit: install
 	$(BIN)/python -m pytest tests/unit
@@ -60,19 +65,22 @@ demo-status:
 # README screenshots of the Airflow UI (docs/img/*.png) with Debian's headless Chromium; needs `make demo` running.
 CHROMIUM := /usr/bin/chromium
 
-screenshots: install
-		@if [ ! -x $(CHROMIUM) ]; then \
-		if [ "$$(id -u)" = 0 ]; then SUDO=; \
-		elif command -v sudo >/dev/null 2>&1; then SUDO=sudo; \
-		else echo "error: $(CHROMIUM) is missing and this user cannot install it (not root, no sudo)."; \
-			echo "Install Debian's chromium package as root (apt-get install chromium), then run 'make screenshots' again."; \
-			exit 1; fi; \
-		echo "installing Debian's chromium (for $(CHROMIUM))..."; \
-		$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium \
-		|| { $$SUDO apt-get update && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; } \
-		|| { echo "error: could not install Debian's chromium; install it (apt-get install chromium) and try again."; exit 1; }; \
-		test -x $(CHROMIUM) || { echo "error: the chromium package did not provide $(CHROMIUM)."; exit 1; }; \
-	fi
+# Debian's headless Chromium for the browser tests and the screenshots: installed when missing and this user can
+# (root, or sudo without a password); otherwise one line saying how.
+chromium:
+	@if [ -x $(CHROMIUM) ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ]; then SUDO=; \
+	elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then SUDO="sudo -n"; \
+	else echo "error: $(CHROMIUM) is missing and this user cannot install it (not root, no sudo)."; \
+		echo "Install Debian's chromium package as root (apt-get install chromium), then run this again."; \
+		exit 1; fi; \
+	echo "installing Debian's chromium (for $(CHROMIUM))..."; \
+	$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null \
+	|| { $$SUDO apt-get update -q >/dev/null && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null; } \
+	|| { echo "error: could not install Debian's chromium; install it (apt-get install chromium) and try again."; exit 1; }; \
+	test -x $(CHROMIUM) || { echo "error: the chromium package did not provide $(CHROMIUM)."; exit 1; }
+
+screenshots: install chromium
 	$(BIN)/python docs/screenshots.py
 
 clean:
