@@ -287,8 +287,8 @@ def test_only_lagging_partitions_are_read_and_an_end_behind_the_stored_progress_
     """``_partitions`` with its Kafka calls replaced: which partitions it reads records of, and which ends twice."""
     from types import SimpleNamespace
 
-    from mirrorflow import status as module
     from mirrorflow.config import parse_config
+    from mirrorflow.status import collect as module
 
     flow = parse_config(
         "clusters = a, b\na.bootstrap.servers = a:9092\nb.bootstrap.servers = b:9092\na->b.enabled = true\n"
