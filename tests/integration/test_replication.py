@@ -572,7 +572,7 @@ def test_two_concurrent_runs_never_both_write(kafka_clusters: Any, delivery: str
 def test_continuous_mode_keeps_copying_until_the_time_is_up(kafka_clusters: Any) -> None:
     import threading
 
-    from mirrorflow.replication.run import replicate_continuously
+    from mirrorflow.replication.continuous import replicate_continuously
 
     p = prefix()
     topic = create_topic(kafka_clusters.primary, f"{p}-cont", partitions=1)

@@ -17,10 +17,11 @@ import pytest
 
 from mirrorflow.config import MirrorConfig, parse_config
 from mirrorflow.kafka import clients
+from mirrorflow.replication.continuous import replicate_continuously
 from mirrorflow.replication.executor import LocalExecutor
 from mirrorflow.replication.history import read_run_history
 from mirrorflow.replication.lock import LOCK_TOPIC
-from mirrorflow.replication.run import replicate, replicate_continuously
+from mirrorflow.replication.run import replicate
 from mirrorflow.replication.units import UnitResult, UnitSpec
 from tests.kafka_helpers import create_topic, produce, topic_exists
 

@@ -33,9 +33,11 @@ from .. import preflight
 from ..config import ConfigError, MirrorConfig, load_config, overrides
 from ..config.model import FlowConfig, Side, parse_duration
 from .connect import ConnectServerUnreachable
+from .continuous import replicate_continuously
 from .executor import LocalExecutor, SparkExecutor, UnitExecutor
+from .report import RunReport
 from .report_text import report_lines
-from .run import RunReport, replicate, replicate_continuously
+from .run import replicate
 from .spark_env import SUBMITTED_AT_ENV
 from .stop_signal import stop_between_batches
 

@@ -4,6 +4,10 @@ Every step is a function of plain data; only the copy runs in executors. Work is
 partition up to its last stable offset and executed in waves of units (one Spark task each, a chain of
 bounded transactions for up to ``copy.UNIT_SECONDS``); a wave never holds two units of the same partition, so
 records keep their order. State lives on the clusters (progress, offset syncs), so any process can run the next step.
+
+The report is ``report.py``'s, continuous mode (batches back to back) ``continuous.py``'s. This module stays one
+piece above 600 lines because ``_Run`` is one run's steps over one shared state (plan, lock, waves, lag); split,
+each part would take that state apart again.
 """
 
 from __future__ import annotations
@@ -14,12 +18,11 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, TypeVar
 
 from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
@@ -27,108 +30,24 @@ from confluent_kafka.admin import OffsetSpec
 
 from .. import topics
 from ..alerts import WEBHOOK_KEY, send_run_events
-from ..config.model import FlowConfig, MirrorConfig, parse_duration
+from ..config.model import FlowConfig, MirrorConfig
 from ..internal_topics import InternalTopic, ensure_internal_topic
 from ..kafka import calls as kafka_calls
 from ..kafka import clients
 from ..kafka.errors import kafka_words
 from ..kafka.offsets import list_offsets
 from ..kafka.timestamps import READ_TIMEOUT_S, fetch_timestamps
-from . import stop_signal
 from .copy import is_retriable, transactional_id
 from .executor import UnitExecutor
 from .history import last_sync, parse_history, run_summary
 from .incarnation import PartitionNow, fingerprint_offset, fingerprints_now, plan_reset, topic_ids
 from .lock import FamilyLock, LockError
 from .progress import StoredProgress, progress_location, progress_topic, read_stored_progress
+from .report import PHASES, PartitionReport, RunReport, phase
 from .units import Fault, LossEvent, Reset, ResetEvent, UnitResult, UnitSpec
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-@dataclass
-class PartitionReport:
-    """Per-partition figures of a run (what the DAG publishes and the status page shows)."""
-
-    topic: str
-    remote_topic: str
-    partition: int
-    start: int
-    end: int
-    position: int
-    records: int = 0
-    bytes: int = 0
-    first_offset: int | None = None
-    last_offset: int | None = None
-    units: int = 0
-    lag: int | None = None
-    # Age of the oldest source record not yet copied when the run ended (status.py's definition); 0 when caught
-    # up, None when not measured (the run stopped before its end, or the record could not be read).
-    lag_seconds: float | None = None
-    status: str = "planned"
-    error: str | None = None
-    retries: int = 0  # units retried after a transient failure (a broker restart, a moving leader)
-
-
-@dataclass
-class RunReport:
-    flow: str
-    family: str | None
-    delivery: str
-    started_at: str
-    seconds: float = 0.0
-    batches: int = 0
-    preparation: dict[str, Any] = field(default_factory=dict)
-    partitions: list[PartitionReport] = field(default_factory=list)
-    loss_events: list[dict[str, Any]] = field(default_factory=list)
-    reset_events: list[dict[str, Any]] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)  # worth fixing, not failing the run (internal topics)
-    # Seconds per phase, in order (see PHASES): where a run's time goes, in every report and log.
-    phases: dict[str, float] = field(default_factory=dict)
-    # Where the ``engine`` phase went on Spark Connect (client import, session, leftover jobs, package).
-    engine_steps: dict[str, float] = field(default_factory=dict)
-    # Kafka calls of the run's driver (admin requests, clients made; kafka_calls.summary): units not included.
-    kafka_calls: dict[str, Any] = field(default_factory=dict)
-
-    def add_phase(self, name: str, seconds: float) -> None:
-        self.phases[name] = round(self.phases.get(name, 0.0) + seconds, 3)
-
-    def order_phases(self) -> None:
-        """Put ``phases`` in the order a run goes through them (PHASES; unknown names last)."""
-        rank = {name: i for i, name in enumerate(PHASES)}
-        self.phases = dict(sorted(self.phases.items(), key=lambda item: rank.get(item[0], len(rank))))
-
-    @property
-    def ok(self) -> bool:
-        return not self.errors and all(p.status != "failed" for p in self.partitions)
-
-    @property
-    def records(self) -> int:
-        return sum(p.records for p in self.partitions)
-
-    @property
-    def lag(self) -> int:
-        """Records still to copy, summed over partitions (as measured at the end of the run)."""
-        return sum(p.lag or 0 for p in self.partitions)
-
-    @property
-    def max_lag_seconds(self) -> float:
-        """The oldest record the target still lacks, in seconds, over every partition (0 when caught up)."""
-        return max((p.lag_seconds or 0.0 for p in self.partitions), default=0.0)
-
-    def to_dict(self) -> dict[str, Any]:
-        # ``PartitionReport`` holds plain values only: a copy of its fields is what ``asdict`` would make, without
-        # its recursion, which cost more than a scheduled run's plan at 10,000 partitions.
-        data = {**asdict(replace(self, partitions=[])), "partitions": [dict(vars(p)) for p in self.partitions]}
-        data["ok"], data["records"], data["lag"] = self.ok, self.records, self.lag
-        data["max_lag_seconds"] = self.max_lag_seconds
-        return data
-
-    def write_json(self, path: str | Path) -> None:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(json.dumps(self.to_dict(), indent=2))
 
 
 def fault_from_env() -> Fault | None:
@@ -159,24 +78,6 @@ def retrying(call: Callable[[], T], what: str, timeout: float) -> T:
                 raise RunStartError(f"{what}: no answer within {timeout:g} s") from None
         time.sleep(delay)
         delay = min(delay * 2, 2.0)
-
-
-PHASES = ("submit", "preflight", "engine", "lock", "prepare", "plan", "copy", "commit", "finish", "release", "shutdown")
-"""A run's phases: submit (launcher to the app's first line: spark-submit's JVM, Python), preflight (config and
-clusters), engine (Spark session start), lock, prepare (discovery, target preparation, internal topics), plan
-(offsets, stored progress, incarnation checks), copy (the waves of units, wall clock), commit (within copy: the
-units' progress writes and transaction commits, summed over units), finish (final lag, alerts), release (the lock),
-shutdown (Spark session stop)."""
-
-
-@contextlib.contextmanager
-def phase(report: RunReport, name: str) -> Iterator[None]:
-    """Add the time spent in the block to ``report.phases[name]``."""
-    started = time.monotonic()
-    try:
-        yield
-    finally:
-        report.add_phase(name, time.monotonic() - started)
 
 
 def _together(*calls: Callable[[], Any]) -> list[Any]:
@@ -642,7 +543,7 @@ class _Run:
             part.status = result.status
 
 
-def _enabled_flow(config: MirrorConfig, flow_name: str, family: str | None, require_enabled: bool = True) -> FlowConfig:
+def enabled_flow(config: MirrorConfig, flow_name: str, family: str | None, require_enabled: bool = True) -> FlowConfig:
     source, _, target = flow_name.partition("->")
     flow = config.flow(source, target)
     if require_enabled and not flow.enabled:
@@ -720,7 +621,7 @@ def _replicate(
     lock: FamilyLock | None,
     require_enabled: bool,
 ) -> RunReport:
-    flow = _enabled_flow(config, flow_name, family, require_enabled)
+    flow = enabled_flow(config, flow_name, family, require_enabled)
     report = RunReport(flow.name, family, flow.delivery, datetime.now(UTC).isoformat(timespec="seconds"))
     started, started_ms = time.monotonic(), int(time.time() * 1000)
     run = _Run(config, flow, family, executor, only_topics, timeout)
@@ -775,102 +676,4 @@ def summarize(
     )
 
 
-def replicate_continuously(
-    config: MirrorConfig,
-    flow_name: str,
-    family: str | None,
-    executor: UnitExecutor,
-    duration_s: float,
-    *,
-    only_topics: set[str] | None = None,
-) -> RunReport:
-    """Micro-batches until ``duration_s`` is up, so lag is seconds rather than a schedule interval.
-
-    While records arrive, batches run back to back; ``mirrorflow.poll.interval`` is the pause after a batch that
-    found nothing to copy.
-    """
-    flow = _enabled_flow(config, flow_name, family)
-    pause = parse_duration(flow.get("mirrorflow.poll.interval"))
-    started, started_ms = time.monotonic(), int(time.time() * 1000)
-    deadline = started + duration_s
-    try:
-        with family_lock(flow, family) as lock:  # held across batches: one claim, not one per batch
-            try:
-                total = _batches(config, flow_name, family, executor, only_topics, lock, pause, deadline)
-            except BaseException:
-                lock.summary = summarize(
-                    flow,
-                    RunReport(flow.name, family, flow.delivery, ""),
-                    started_ms,
-                    time.monotonic() - started,
-                    True,
-                    lock,
-                )
-                raise
-            lock.summary = summarize(flow, total, started_ms, time.monotonic() - started, False, lock)
-            return total
-    except LockError as exc:  # refused, or the target never answered: a report saying so, as for one batch
-        report = RunReport(flow.name, family, flow.delivery, datetime.now(UTC).isoformat(timespec="seconds"))
-        report.errors.append(str(exc))
-        return report
-
-
-def _batches(
-    config: MirrorConfig,
-    flow_name: str,
-    family: str | None,
-    executor: UnitExecutor,
-    only_topics: set[str] | None,
-    lock: FamilyLock,
-    pause: float,
-    deadline: float,
-) -> RunReport:
-    total: RunReport | None = None
-    while True:
-        batch = replicate(config, flow_name, family, executor, only_topics=only_topics, lock=lock)
-        total = batch if total is None else _merge(total, batch)
-        log.info(
-            "%s family %s: batch %d copied %d record(s); lag %d",
-            flow_name,
-            family,
-            total.batches,
-            batch.records,
-            batch.lag,
-        )
-        # The pause is for an idle source. A batch that copied records (or left some behind) is followed at once by
-        # the next: records are arriving, and a pause would only add to their latency. At a steady 2,000 records/s
-        # the 5 s default pause made p99 about 8 s (benchmarks/continuous_latency.py); without it, about two
-        # batches (p99 < 5 s).
-        wait = 0.0 if batch.records or batch.lag else pause
-        if time.monotonic() + wait >= deadline or not batch.ok or stop_signal.pause(wait):
-            if signal_name := stop_signal.requested():
-                total.warnings.append(
-                    f"stopped by {signal_name} after batch {total.batches}, before its duration was up"
-                )
-            return total
-
-
-def _merge(total: RunReport, batch: RunReport) -> RunReport:
-    parts = {(p.topic, p.partition): p for p in total.partitions}
-    for p in batch.partitions:
-        if (p.topic, p.partition) in parts:
-            old = parts[(p.topic, p.partition)]
-            old.records, old.bytes, old.units = old.records + p.records, old.bytes + p.bytes, old.units + p.units
-            old.position, old.end, old.lag, old.last_offset = p.position, p.end, p.lag, p.last_offset or old.last_offset
-            old.lag_seconds = p.lag_seconds
-            old.status, old.error, old.retries = p.status, p.error, old.retries + p.retries
-        else:
-            total.partitions.append(p)
-    total.loss_events += batch.loss_events
-    total.reset_events += batch.reset_events
-    total.warnings += [w for w in batch.warnings if w not in total.warnings]
-    for name, seconds in batch.phases.items():
-        total.add_phase(name, seconds)
-    total.kafka_calls = kafka_calls.merged(total.kafka_calls, batch.kafka_calls)
-    total.errors += batch.errors
-    total.batches += 1
-    total.seconds = round(total.seconds + batch.seconds, 3)
-    return total
-
-
-__all__ = ["LossEvent", "PartitionReport", "RunReport", "replicate", "replicate_continuously"]
+__all__ = ["PHASES", "LossEvent", "PartitionReport", "RunReport", "phase", "replicate"]
