@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mirrorflow.replication.copy import _runs
+from mirrorflow.replication.delivery import copied_runs as _runs
 from mirrorflow.replication.units import Run
 
 

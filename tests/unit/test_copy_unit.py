@@ -17,6 +17,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from mirrorflow.replication import copy
+from mirrorflow.replication import lanes as lane_rules
 from mirrorflow.replication.progress import StoredProgress
 from mirrorflow.replication.units import Reset, Run, UnitSpec
 from mirrorflow.wire import source_offset_value
@@ -528,7 +529,7 @@ def test_a_wave_is_spread_over_tasks_by_its_records_whole_lanes_each() -> None:
                 topic=f"t{t}",
                 partition=p,
                 end=records,
-                transactional_id=copy.transactional_id("f", "default", f"t{t}", p),
+                transactional_id=lane_rules.transactional_id("f", "default", f"t{t}", p),
             )
             for t in range(topics)
             for p in range(partitions)
@@ -538,35 +539,42 @@ def test_a_wave_is_spread_over_tasks_by_its_records_whole_lanes_each() -> None:
         return [{specs[i].transactional_id for i in share} for share in shares]
 
     big = units(1, 4, 250_000)
-    assert copy.task_shares(big) == [[0], [1], [2], [3]]  # a task per partition: each copy a core to itself
+    assert lane_rules.task_shares(big) == [[0], [1], [2], [3]]  # a task per partition: each copy a core to itself
     few = units(1, 4, 100)
-    assert copy.task_shares(few) == [[0, 1, 2, 3]]  # small: one task, its threads overlap the waits
+    assert lane_rules.task_shares(few) == [[0, 1, 2, 3]]  # small: one task, its threads overlap the waits
     wide = units(1, 1000, 10)
-    assert [sorted(share) for share in copy.task_shares(wide)] == [list(range(1000))]
+    assert [sorted(share) for share in lane_rules.task_shares(wide)] == [list(range(1000))]
     widest = units(1000, 10, 2)  # a whole cluster's first run: 20,000 records, but 10,000 units' own work
-    assert len(copy.task_shares(widest)) == -(-10_000 * (2 + copy.UNIT_RECORDS) // copy.TASK_RECORDS) == 5
+    assert (
+        len(lane_rules.task_shares(widest))
+        == -(-10_000 * (2 + lane_rules.UNIT_RECORDS) // lane_rules.TASK_RECORDS)
+        == 5
+    )
     wide_and_big = units(1, 1000, 10_000)
-    shares = copy.task_shares(wide_and_big)
-    assert len(shares) == copy.TRANSACTION_SLOTS  # a task per lane: 64 producers for 1,000 partitions
+    shares = lane_rules.task_shares(wide_and_big)
+    assert len(shares) == lane_rules.TRANSACTION_SLOTS  # a task per lane: 64 producers for 1,000 partitions
     assert sorted(i for share in shares for i in share) == list(range(1000))
     assert all(len(lane) == 1 for lane in ids(shares, wide_and_big))  # a lane never spans two tasks
     many = units(50, 4, 100_000)
-    shares = copy.task_shares(many)
-    assert len(shares) == len(copy.lanes(many)) <= copy.TASK_UNITS  # a family's lanes are its id slots at most
+    shares = lane_rules.task_shares(many)
+    assert (
+        len(shares) == len(lane_rules.lanes(many)) <= lane_rules.TASK_UNITS
+    )  # a family's lanes are its id slots at most
     assert all(len(lane) == 1 for lane in ids(shares, many))
-    assert len({spec.transactional_id for spec in units(1000, 10, 1)}) == copy.TRANSACTION_SLOTS  # across topics
+    assert len({spec.transactional_id for spec in units(1000, 10, 1)}) == lane_rules.TRANSACTION_SLOTS  # across topics
     resumed = unit(end=300_000, stored=StoredProgress(299_989))  # planned from its stored progress: 10 records
-    assert copy.task_shares([resumed, *units(1, 1, 20)]) == [[1, 0]]  # 30 records: one task
-    assert copy.task_shares([unit(end=300_000), *units(1, 1, 20)]) == [[0], [1]]  # from offset 0: two
+    assert lane_rules.task_shares([resumed, *units(1, 1, 20)]) == [[1, 0]]  # 30 records: one task
+    assert lane_rules.task_shares([unit(end=300_000), *units(1, 1, 20)]) == [[0], [1]]  # from offset 0: two
     loose = [unit(delivery="at-least-once", partition=p) for p in range(3)]  # no transactional producer to share
-    assert copy.lanes(loose) == [[0], [1], [2]]
+    assert lane_rules.lanes(loose) == [[0], [1], [2]]
 
 
 def test_units_sharing_a_transactional_id_run_one_after_the_other_on_one_producer_until_their_time_is_up(
     fakes: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     specs = [
-        unit(partition=p, transactional_id=copy.transactional_id("f", "default", "src", p)) for p in (0, 64, 128, 1)
+        unit(partition=p, transactional_id=lane_rules.transactional_id("f", "default", "src", p))
+        for p in (0, 64, 128, 1)
     ]
     results = copy.copy_units(specs, threads=4)
     assert [(r.partition, r.status, r.records) for r in results] == [(p, "copied", 25) for p in (0, 64, 128, 1)]
@@ -596,7 +604,9 @@ def test_units_sharing_a_transactional_id_run_one_after_the_other_on_one_produce
 def test_a_lane_reads_its_progress_once_per_producer_and_each_answer_serves_one_read(
     fakes: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    specs = [unit(partition=p, transactional_id=copy.transactional_id("f", "default", "src", p)) for p in (0, 64, 128)]
+    specs = [
+        unit(partition=p, transactional_id=lane_rules.transactional_id("f", "default", "src", p)) for p in (0, 64, 128)
+    ]
     single: list[int] = []
     monkeypatch.setattr(copy, "_stored", lambda spec: single.append(spec.partition))
     lane = copy._LaneTransaction()
@@ -653,7 +663,7 @@ def test_when_a_lane_transaction_is_aborted_its_earlier_units_fail_retriably_hav
     fakes["values"] = [b"v%d" % i for i in range(10)] + [b"L" * 5000] + [b"w%d" % i for i in range(5)]
     refuse_values_over(monkeypatch, 2000)
     specs = [
-        unit(partition=p, end=end, transactional_id=copy.transactional_id("f", "default", "src", p))
+        unit(partition=p, end=end, transactional_id=lane_rules.transactional_id("f", "default", "src", p))
         for p, end in ((0, 10), (64, 16))
     ]
     first, second = copy.copy_units(specs)
@@ -668,7 +678,7 @@ def test_when_a_lane_transaction_is_aborted_its_earlier_units_fail_retriably_hav
 
 def test_a_unit_that_committed_before_never_leaves_its_last_span_to_the_lane(fakes: dict[str, Any]) -> None:
     specs = [
-        unit(partition=p, max_records=10, transactional_id=copy.transactional_id("f", "default", "src", p))
+        unit(partition=p, max_records=10, transactional_id=lane_rules.transactional_id("f", "default", "src", p))
         for p in (0, 64)
     ]
     results = copy.copy_units(specs)
@@ -678,11 +688,13 @@ def test_a_unit_that_committed_before_never_leaves_its_last_span_to_the_lane(fak
 
 
 def test_a_partitions_transactional_id_is_a_function_of_its_flow_family_topic_and_partition_alone() -> None:
-    ids = [copy.transactional_id("a->b", "orders", "t", p) for p in range(copy.TRANSACTION_SLOTS)]
-    assert len(set(ids)) == copy.TRANSACTION_SLOTS, "a topic's partitions take consecutive slots: no two share one"
-    assert copy.transactional_id("a->b", "orders", "t", copy.TRANSACTION_SLOTS) == ids[0]
-    assert ids == [copy.transactional_id("a->b", "orders", "t", p) for p in range(copy.TRANSACTION_SLOTS)]
-    other_family = copy.transactional_id("a->b", "payments", "t", 0)
+    ids = [lane_rules.transactional_id("a->b", "orders", "t", p) for p in range(lane_rules.TRANSACTION_SLOTS)]
+    assert len(set(ids)) == lane_rules.TRANSACTION_SLOTS, (
+        "a topic's partitions take consecutive slots: no two share one"
+    )
+    assert lane_rules.transactional_id("a->b", "orders", "t", lane_rules.TRANSACTION_SLOTS) == ids[0]
+    assert ids == [lane_rules.transactional_id("a->b", "orders", "t", p) for p in range(lane_rules.TRANSACTION_SLOTS)]
+    other_family = lane_rules.transactional_id("a->b", "payments", "t", 0)
     assert other_family != ids[0] and "|payments|" in other_family, "two families' runs never fence each other"
 
 
@@ -697,7 +709,9 @@ def test_the_spans_a_lane_shares_are_flushed_together_and_stored_before_its_comm
         return plain_flush(self, timeout)
 
     monkeypatch.setattr(FakeProducer, "flush", counted_flush)
-    specs = [unit(partition=p, transactional_id=copy.transactional_id("f", "default", "src", p)) for p in (0, 64, 128)]
+    specs = [
+        unit(partition=p, transactional_id=lane_rules.transactional_id("f", "default", "src", p)) for p in (0, 64, 128)
+    ]
     results = copy.copy_units(specs)
     assert [(r.status, r.records, r.position) for r in results] == [("copied", 25, 25)] * 3
     (producer,) = FakeProducer.made
@@ -710,7 +724,9 @@ def test_the_spans_a_lane_shares_are_flushed_together_and_stored_before_its_comm
 
 def test_a_unit_copied_again_after_a_failure_keeps_a_transaction_of_its_own(fakes: dict[str, Any]) -> None:
     specs = [
-        unit(partition=p, share_transaction=False, transactional_id=copy.transactional_id("f", "default", "src", p))
+        unit(
+            partition=p, share_transaction=False, transactional_id=lane_rules.transactional_id("f", "default", "src", p)
+        )
         for p in (0, 64)
     ]
     results = copy.copy_units(specs)
@@ -730,7 +746,9 @@ def test_an_unexpected_error_in_a_unit_aborts_what_its_lane_left_open(
         return plain_store(self, position, producer)
 
     monkeypatch.setattr(copy._UnitCopy, "_store_progress", broken_for_128)
-    specs = [unit(partition=p, transactional_id=copy.transactional_id("f", "default", "src", p)) for p in (0, 64, 128)]
+    specs = [
+        unit(partition=p, transactional_id=lane_rules.transactional_id("f", "default", "src", p)) for p in (0, 64, 128)
+    ]
     results = copy.copy_units(specs)
     assert [(r.status, r.records, r.retriable) for r in results[:2]] == [("failed", 0, True)] * 2
     assert (results[2].status, results[2].error) == ("failed", "RuntimeError: a bug")
@@ -750,4 +768,4 @@ def test_a_lanes_reader_plans_only_the_partitions_whose_start_the_run_knows() ->
         unit(partition=6, reset=Reset(stored_offset=3, start=0, keep_target_next=False), **known),
         unit(partition=7, source_consumer={"isolation.level": "read_uncommitted"}, **known),  # another consumer
     ]
-    assert copy._lane_plan(specs) == {("src", 0): (10, 25), ("src", 1): (0, 25)}
+    assert lane_rules.lane_plan(specs) == {("src", 0): (10, 25), ("src", 1): (0, 25)}

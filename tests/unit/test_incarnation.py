@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import KafkaError
 
-from mirrorflow.kafka.errors import kafka_words
-from mirrorflow.replication.copy import is_retriable
+from mirrorflow.kafka.errors import is_retriable, kafka_words
 from mirrorflow.replication.incarnation import PartitionNow, find_reset, plan_reset
 from mirrorflow.replication.progress import StoredProgress
 

@@ -5,8 +5,8 @@ which made a 30 s schedule impossible. A Spark Connect server pays them once; a 
 (about 0.4 s to connect) submitting one small job (about 0.4 s with warm workers) whose tasks copy the units
 with confluent-kafka, exactly as the spark-submit app's tasks do (the very same :func:`copy_unit`).
 
-Shape of the job: ``range(n)`` in ``n`` partitions, one per task share (``copy.task_shares``): a unit per task
-while a wave has at most ``copy.TASK_UNITS`` lanes (the units of a wave never share a partition, so order is kept),
+Shape of the job: ``range(n)`` in ``n`` partitions, one per task share (``lanes.task_shares``): a unit per task
+while a wave has at most ``lanes.TASK_UNITS`` lanes (the units of a wave never share a partition, so order is kept),
 else whole lanes spread over that many tasks, each copying its share a few lanes at a time (``copy.copy_units``), so
 a thousand partitions are not a thousand Spark tasks. Mapped with ``mapInArrow`` to the pickled ``UnitResult``s.
 The units travel inside the function's closure, never through a DataFrame column a UI could show.
@@ -38,7 +38,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlparse
 
-from .copy import copy_units, task_shares
+from .copy import copy_units
+from .lanes import task_shares
 from .pyfiles import package_zip
 from .units import UnitResult, UnitSpec
 

@@ -23,7 +23,7 @@ a core on each side for as long as the unit went on producing). Per record the l
 produces it and notes its source offset. Where each copy landed comes from delivery reports: the producer is
 idempotent and writes one partition, so the broker appends the copies in the order they were sent, and the i-th
 record sent is the one at the i-th lowest target offset reported (see ``_runs``). Exactly-once asks for a report
-of each consumer batch's first and last record only (``_ReportedBatch``), at-least-once for every record.
+of each consumer batch's first and last record only (``ReportedBatch``), at-least-once for every record.
 Producers are kept per process between units (``KEEP_PRODUCERS``): a transactional one per
 ``transactional.id``, so a later unit of the same partition in the same process (a Spark Connect worker, a
 later wave on the same Spark worker) skips ``init_transactions``; a kept producer first proves it still owns its
@@ -43,7 +43,6 @@ import itertools
 import os
 import threading
 import time
-import zlib
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -52,10 +51,20 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from ..kafka.clients import BOUNDED_READER
-from ..kafka.errors import kafka_words
-from ..wire import CopiedRun, OffsetSync, source_offset_value
+from ..kafka.errors import is_fenced, is_retriable, kafka_words
+from ..wire import OffsetSync, source_offset_value
+from .delivery import (
+    CONSEQUENTIAL,
+    TOO_LARGE,
+    PerRecordReports,
+    ReportedBatch,
+    control_delivered,
+    copied_runs,
+    offset_syncs,
+)
 from .kept_clients import KeptClients, client_key, close_consumer, close_kept_consumers, learn_topic, lent_consumer
 from .lane_reader import LaneReader, OwnReader, PartitionReader
+from .lanes import lane_plan, lanes
 from .progress import StoredProgress, fingerprint, progress_since, progress_since_many, read_stored_progress
 from .units import LossEvent, Run, UnitResult, UnitSpec
 
@@ -122,16 +131,6 @@ KEEP_PRODUCERS = 64
 """Idle record producers kept per process, as many as a family's ``TRANSACTION_SLOTS`` (least recently used dropped
 first): each holds connections and a few librdkafka threads."""
 
-TRANSACTION_SLOTS = 64
-"""Exactly-once: the partitions of a family share this many ``transactional.id``s (``transactional_id``), as an MM2
-task's partitions share its one producer, so a run over 10,000 partitions makes (and fences with
-``init_transactions``) at most this many transactional producers, not one per partition, and its later units reuse
-them (``KEEP_PRODUCERS``). A topic's partitions take consecutive slots from a point its name gives, so the partitions
-of one topic do not share an id until it has more partitions than there are slots. Fencing is unchanged: every copy
-of a partition, by any run, retry or zombie, uses the same id, so the newest holder fences all the others. The family
-is part of the id because runs of two families of a flow may run at once and must not fence each other. Units that
-share an id run one after the other in one thread of one task (``lanes``): two at once would fence each other."""
-
 PROBE_AFTER_IDLE_S = 1.0
 """A kept transactional producer idle this long (kept by an earlier wave or run) first sends one record and waits
 for its report, to learn at once whether another process fenced it since, rather than after a span. The units of a
@@ -142,57 +141,6 @@ it sends can commit, and the unit is copied again with a new producer (``copy_un
 
 UNIT_THREADS = 8
 """Units one process copies at once (threads): see :func:`copy_units`."""
-
-TASK_UNITS = 64
-"""A wave runs as at most this many Spark tasks (``task_shares``), each copying its share with ``UNIT_THREADS``
-threads."""
-
-TASK_RECORDS = 50_000
-"""Records a Spark task is planned to copy before the wave is spread over one more task (``task_shares``). A task
-copies about 100,000 records a second, so a wave smaller than this is mostly waits on the clusters, which threads
-overlap as well as processes do; spread over one task per lane it paid a Spark task and a Python worker per lane and
-overlapped only as many lanes as the server has task slots: 1,000 partitions with 10 new records each took 8.4 s
-to copy as 16 tasks on a local server's 4 slots, against 6.1 s in one process's 8 threads. A large wave
-still gets a task per lane (a partition's copy then has a Python worker, and a core, to itself). A unit's own work
-(its consumer's assignment and first fetch, its progress record) counts as ``UNIT_RECORDS`` records, so a wave of
-thousands of small units, which holds a Python process's one core busy, is spread over a few tasks too."""
-
-UNIT_RECORDS = 20
-"""What one unit costs beyond its records, in records (``task_shares``)."""
-
-_FENCED = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
-
-# Errors Kafka itself does not flag retriable but that a broker restart or a moving leader produces.
-_TRANSIENT = {
-    KafkaError._TRANSPORT,
-    KafkaError._ALL_BROKERS_DOWN,
-    KafkaError._TIMED_OUT,
-    KafkaError._MSG_TIMED_OUT,
-    KafkaError._WAIT_COORD,
-    KafkaError._RESOLVE,
-    KafkaError._UNKNOWN_PARTITION,
-    KafkaError.REQUEST_TIMED_OUT,
-    KafkaError.NETWORK_EXCEPTION,
-    KafkaError.LEADER_NOT_AVAILABLE,
-    KafkaError.NOT_LEADER_FOR_PARTITION,
-    KafkaError.COORDINATOR_NOT_AVAILABLE,
-    KafkaError.NOT_COORDINATOR,
-    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-    KafkaError.CONCURRENT_TRANSACTIONS,
-    KafkaError.NOT_ENOUGH_REPLICAS,
-    KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-    KafkaError.UNKNOWN_TOPIC_OR_PART,
-    KafkaError.INVALID_TXN_STATE,
-    KafkaError.UNKNOWN_PRODUCER_ID,
-    KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER,
-}
-
-# Delivery errors that are only the consequence of another record's failure (the batch or transaction
-# went down with it): never the reason given for a failed unit when a root cause is known.
-_CONSEQUENTIAL = {KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT, KafkaError._STATE, KafkaError._FATAL}
-
-
-_TOO_LARGE = {KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE}
 
 
 class UnitFailed(Exception):
@@ -205,22 +153,6 @@ class UnitFailed(Exception):
 
 class _Fenced(Exception):
     """A newer producer with this partition's transactional.id (a retry, a concurrent run) owns it now."""
-
-
-def is_retriable(error: object) -> bool:
-    """True for errors a later attempt of the same unit may not meet (transient broker conditions)."""
-    if not isinstance(error, KafkaError):
-        return False
-    if error.code() in _FENCED or error.fatal():
-        return False
-    return bool(error.retriable()) or error.code() in _TRANSIENT
-
-
-def transactional_id(flow: str, family: str, topic: str, partition: int) -> str:
-    """The ``transactional.id`` of every exactly-once copy of ``topic[partition]`` of ``family`` (see
-    ``TRANSACTION_SLOTS``): a function of these alone, so every run, retry and zombie of a partition agrees on it."""
-    slot = (zlib.crc32(topic.encode()) + partition) % TRANSACTION_SLOTS
-    return f"mirrorflow|{flow}|{family}|{slot}"
 
 
 def copy_unit(
@@ -321,7 +253,7 @@ class _LaneTransaction:
         for unit, position in left:
             try:
                 runs, syncs = unit._store_progress(position, self.producer)
-            except (UnitFailed, _PerRecordReports) as exc:
+            except (UnitFailed, PerRecordReports) as exc:
                 where = f"{unit.spec.topic}[{unit.spec.partition}]"
                 raise UnitFailed(f"the transaction it shared with {where} failed: {exc}", retriable=True) from None
             if unit.spec.emit_syncs and not unit.spec.syncs_on_target:
@@ -395,7 +327,7 @@ def copy_units(specs: Sequence[UnitSpec], threads: int | None = None) -> list[Un
         started = time.monotonic()
         shared = _LaneTransaction()
         shared.specs = [specs[index] for index in lane]
-        planned = _lane_plan(shared.specs)
+        planned = lane_plan(shared.specs)
         with contextlib.ExitStack() as stack:
             reader = None
             if len(planned) > 1:
@@ -424,158 +356,6 @@ def copy_units(specs: Sequence[UnitSpec], threads: int | None = None) -> list[Un
         with ThreadPoolExecutor(min(threads, len(lanes_)), thread_name_prefix="mirrorflow-unit") as pool:
             list(pool.map(run_lane, lanes_))
     return [result for result in results if result is not None]
-
-
-def _lane_plan(specs: Sequence[UnitSpec]) -> dict[tuple[str, int], tuple[int, int]]:
-    """The ``(start, end)`` a lane's reader (``LaneReader``) reads each partition from and to: where the run planned
-    each unit to start (its reading of the stored progress), for the units with records to copy. Left out, each to
-    read alone: a reset, a start under the log start (records lost) or unknown, another consumer configuration."""
-    planned: dict[tuple[str, int], tuple[int, int]] = {}
-    for spec in specs:
-        if spec.reset is not None or spec.progress_from < 0 or spec.log_start < 0:
-            continue
-        start = _planned_start(spec)
-        if spec.log_start <= start < spec.end and spec.source_consumer == specs[0].source_consumer:
-            planned[(spec.topic, spec.partition)] = (start, spec.end)
-    return planned
-
-
-def lanes(specs: Sequence[UnitSpec]) -> list[list[int]]:
-    """Indexes of ``specs`` in lanes: exactly-once units sharing a ``transactional.id`` (see
-    ``TRANSACTION_SLOTS``) form one lane, in the order given; every other unit is a lane of its own."""
-    by_id: dict[str, list[int]] = {}
-    for index, spec in enumerate(specs):
-        key = spec.transactional_id if spec.delivery == "exactly-once" else f"{index}#"
-        by_id.setdefault(key, []).append(index)
-    return list(by_id.values())
-
-
-def task_shares(specs: Sequence[UnitSpec]) -> list[list[int]]:
-    """Indexes of ``specs`` per Spark task: whole lanes (a lane never spans two tasks: its units would fence each
-    other), a task per ``TASK_RECORDS`` planned records (a unit counting ``UNIT_RECORDS`` more) but no more tasks than
-    lanes or ``TASK_UNITS``, the lanes with the most records placed first, each on the task planned to copy the fewest
-    so far."""
-    planned = [_planned_records(spec) + UNIT_RECORDS for spec in specs]
-    weighed = sorted(((sum(planned[i] for i in lane), lane) for lane in lanes(specs)), key=lambda w: w[0], reverse=True)
-    count = min(len(weighed), TASK_UNITS, -(-sum(planned) // TASK_RECORDS))
-    shares: list[tuple[int, list[int]]] = [(0, []) for _ in range(count)]
-    for lane_records, lane in weighed:
-        index = min(range(count), key=lambda i: shares[i][0])
-        records, share = shares[index]
-        shares[index] = (records + lane_records, share + lane)
-    return [share for _, share in shares]
-
-
-def _planned_start(spec: UnitSpec) -> int:
-    """Where the run planned the unit to start: after its stored progress as the run read it, else the default."""
-    return spec.stored.offset + 1 if spec.stored is not None else spec.default_start
-
-
-def _planned_records(spec: UnitSpec) -> int:
-    """Records the run planned the unit to copy (at least 1: every unit costs something)."""
-    return max(1, spec.end - _planned_start(spec))
-
-
-def _is_fenced(error: object) -> bool:
-    """True for the errors a transactional producer gets once a newer holder of its id exists."""
-    return isinstance(error, KafkaError) and error.code() in _FENCED
-
-
-def _control_delivered(errors: list[Any], upstream: int, err: KafkaError | None, message: Any) -> None:
-    """Delivery report of a progress record (one per checkpoint)."""
-    # Keep the error object: formatting it inside librdkafka's callback can fail on a fenced producer.
-    if err is not None:
-        errors.append((upstream, err, len(message.key() or b"") + len(message.value() or b"")))
-
-
-def _runs(upstream: Sequence[int], downstream: Sequence[int]) -> list[Run]:
-    """Ranges where both sides advance by one; ``upstream[i]`` (sent in this order) landed at ``downstream[i]``.
-
-    Both lists are strictly increasing: records are sent in source order, and ``downstream`` is the sorted
-    target offsets the delivery reports gave. Pairing the i-th record sent with the i-th lowest target offset is
-    exact because the idempotent producer writes one partition in send order (librdkafka's ordering guarantee,
-    the one mirrorflow's per-partition order rests on), so the order reports arrive in does not matter.
-    """
-    n = len(upstream)
-    if n != len(downstream):
-        raise ValueError(f"{n} record(s) sent but {len(downstream)} target offset(s)")
-    if n == 0:
-        return []
-    if upstream[-1] - upstream[0] == n - 1 and downstream[-1] - downstream[0] == n - 1:
-        return [Run(upstream[0], downstream[0], upstream[-1], downstream[-1])]  # the usual case: one run
-    runs: list[Run] = []
-    first = 0
-    for i in range(1, n):
-        if upstream[i] != upstream[i - 1] + 1 or downstream[i] != downstream[i - 1] + 1:
-            runs.append(Run(upstream[first], downstream[first], upstream[i - 1], downstream[i - 1]))
-            first = i
-    runs.append(Run(upstream[first], downstream[first], upstream[-1], downstream[-1]))
-    return runs
-
-
-class _ReportedBatch:
-    """Where one consumer batch's copies landed, from the delivery reports of its first and last record only.
-
-    Why: a delivery report is a Python call and a message object per record, about 1 us of the copier's ~8 us
-    per record. Exactly-once needs no report to learn that a record failed: librdkafka refuses to
-    commit a transaction in which any record failed (an abortable error that names the cause). What the report
-    gave is the record's target offset, and one batch's records need only two: the producer is idempotent and
-    writes one partition in send order, so ``count`` records whose first landed at ``first`` and last at
-    ``last = first + count - 1`` filled that range with nothing else between them, the i-th at ``first + i``.
-    Anything else (a report missing or failed, another producer's records in between) is not guessed at: the
-    unit aborts the transaction and copies the span again with a report per record (``_PerRecordReports``).
-    """
-
-    __slots__ = ("count", "end", "error", "start")
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.start = -1  # target offset of its first record
-        self.end = -1  # of its last record
-        self.error: KafkaError | None = None
-
-    def first(self, err: KafkaError | None, message: Any) -> None:
-        if err is None:
-            self.start = message.offset()
-        else:
-            self.error = self.error or err
-
-    def last(self, err: KafkaError | None, message: Any) -> None:
-        if err is None:
-            self.end = message.offset()
-        else:
-            self.error = self.error or err
-
-    def only(self, err: KafkaError | None, message: Any) -> None:
-        self.first(err, message)
-        self.last(err, message)
-
-    def landed(self) -> range | None:
-        """The target offsets of the batch's records in send order, or None when they are not proven."""
-        if self.error is not None or self.start < 0 or self.end - self.start != self.count - 1:
-            return None
-        return range(self.start, self.end + 1)
-
-
-class _PerRecordReports(Exception):
-    """The span's target offsets are not proven by its batches' end reports (see ``_ReportedBatch``)."""
-
-
-def offset_syncs(spec: UnitSpec, runs: list[Run], previous_upstream: int) -> list[OffsetSync]:
-    """MM2 offset syncs at the first and the last record of every contiguous run (so at every gap).
-
-    Each carries mirrorflow's run extension (ignored by MM2's readers) so a later translation can be
-    exact anywhere inside a run and across the gap to the previous one.
-    """
-    syncs: list[OffsetSync] = []
-    prev_u, prev_d = previous_upstream, -1
-    for run in runs:
-        ext = CopiedRun(run.start_upstream, run.start_downstream, prev_u, prev_d)
-        syncs.append(OffsetSync(spec.topic, spec.partition, run.start_upstream, run.start_downstream, ext))
-        if run.end_upstream != run.start_upstream:
-            syncs.append(OffsetSync(spec.topic, spec.partition, run.end_upstream, run.end_downstream, ext))
-        prev_u, prev_d = run.end_upstream, run.end_downstream
-    return syncs
 
 
 def _maybe_fail(spec: UnitSpec, stage: str, records: int, producer: Producer) -> None:
@@ -684,10 +464,10 @@ class _UnitCopy:
         self.failed = 0  # records reported failed since then
         self.errors: list[tuple[int, KafkaError, int]] = []  # (upstream, error, bytes)
         self.delivered = self._delivery_callback()
-        # Exactly-once reports only each consumer batch's first and last record (``_ReportedBatch``) until a span
+        # Exactly-once reports only each consumer batch's first and last record (``ReportedBatch``) until a span
         # needs more; at-least-once has no transaction to refuse a failed record, so it hears of every record.
         self.per_record = not self.exactly_once
-        self.batches: list[_ReportedBatch] = []  # this span's batches without a report per record
+        self.batches: list[ReportedBatch] = []  # this span's batches without a report per record
         self.sent_total = 0
         self.sent_bytes = 0  # bytes sent since the last checkpoint
         self.bytes_total = 0
@@ -773,7 +553,7 @@ class _UnitCopy:
         try:
             try:
                 self._copy()
-            except _PerRecordReports as why:
+            except PerRecordReports as why:
                 # Nothing of the open span becomes visible; the spans committed before it stay. The same records
                 # are copied again from the stored progress, each with its own report, so the offsets stay exact
                 # and a failure names its record.
@@ -803,7 +583,7 @@ class _UnitCopy:
         try:
             self.producer.abort_transaction(min(self.spec.timeout_s, 30))
         except KafkaException as abort_error:
-            if _is_fenced(abort_error.args[0]):
+            if is_fenced(abort_error.args[0]):
                 raise _Fenced() from None
             self.producer_broken = True
             return False
@@ -856,7 +636,7 @@ class _UnitCopy:
             self.target_next = self.target_next if spec.reset.keep_target_next else None
             self.source_last = None
         result.position = start
-        if result.start is None:  # a span copied again (``_PerRecordReports``) keeps the unit's first start
+        if result.start is None:  # a span copied again (``PerRecordReports``) keeps the unit's first start
             result.start = start
         shared = self.reader.open(spec.topic, spec.partition, start) if self.reader is not None else None
         if shared is not None and not reset and 0 <= spec.log_start <= start < spec.end:
@@ -1014,7 +794,7 @@ class _UnitCopy:
 
         Each record is produced once the next one is accepted (or the loop ends), so the batch's last record
         is known when it is produced: only the first and the last of a batch get a delivery report when
-        ``per_record`` is off (see ``_ReportedBatch``).
+        ``per_record`` is off (see ``ReportedBatch``).
         """
         spec, producer = self.spec, self.producer
         assert producer is not None
@@ -1028,7 +808,7 @@ class _UnitCopy:
             first_report = middle_report = self.delivered
             batch = None
         else:
-            batch = _ReportedBatch()
+            batch = ReportedBatch()
             first_report, middle_report = batch.first, None
         sent_bytes = 0
         last = None
@@ -1101,7 +881,7 @@ class _UnitCopy:
         return stop, eof, used
 
     def _record_batch(
-        self, sent_offsets: list[int], before: int, sent_bytes: int, last: Any, batch: _ReportedBatch | None
+        self, sent_offsets: list[int], before: int, sent_bytes: int, last: Any, batch: ReportedBatch | None
     ) -> None:
         """Add what one consumer batch sent to the unit's counts."""
         count = len(sent_offsets) - before
@@ -1178,9 +958,9 @@ class _UnitCopy:
 
     def _refused(self, offset: int, size: int, error: Any) -> UnitFailed:
         spec = self.spec
-        if _is_fenced(error) or (isinstance(error, KafkaError) and error.fatal()):
+        if is_fenced(error) or (isinstance(error, KafkaError) and error.fatal()):
             self.producer_broken = True
-        if _is_fenced(error):
+        if is_fenced(error):
             raise _Fenced()
         return UnitFailed(
             f"{spec.topic}[{spec.partition}] -> {spec.remote_topic}: the copy of source offset {offset} "
@@ -1226,7 +1006,7 @@ class _UnitCopy:
                 error = exc.args[0] if exc.args else None
                 if self.batches and isinstance(error, KafkaError) and error.txn_requires_abort():
                     # A record without a report of its own failed: copy the span again to name it.
-                    raise _PerRecordReports(f"the transaction failed ({kafka_words(error)})") from None
+                    raise PerRecordReports(f"the transaction failed ({kafka_words(error)})") from None
                 raise
         else:
             producer.flush(spec.timeout_s)
@@ -1244,7 +1024,7 @@ class _UnitCopy:
         spec = self.spec
         downstream = self._landed()
         _maybe_fail(spec, "before-progress", self.sent_total, producer)
-        runs = _runs(self.sent_offsets, downstream)
+        runs = copied_runs(self.sent_offsets, downstream)
         syncs = offset_syncs(spec, runs, previous_upstream=self.previous)
         if downstream:
             self.target_next = downstream[-1] + 1
@@ -1259,7 +1039,7 @@ class _UnitCopy:
             value=source_offset_value(position - 1),
             partition=spec.progress_partition,
             headers=progress.headers(),
-            on_delivery=functools.partial(_control_delivered, self.errors, position - 1),
+            on_delivery=functools.partial(control_delivered, self.errors, position - 1),
         )
         if spec.emit_syncs and spec.syncs_on_target:
             _produce_syncs(producer, spec.syncs_topic, syncs)
@@ -1278,7 +1058,7 @@ class _UnitCopy:
             landed = batch.landed()
             if landed is None:
                 why = "a report missing" if batch.start < 0 or batch.end < 0 else "other records landed among them"
-                raise _PerRecordReports(f"the target offsets of {batch.count} record(s) are not proven ({why})")
+                raise PerRecordReports(f"the target offsets of {batch.count} record(s) are not proven ({why})")
             ranges.append(landed)
         # Records reported one by one (``_send_skipped``) were sent before any batch of the span.
         return [*sorted(self.acked), *itertools.chain.from_iterable(ranges)]
@@ -1286,13 +1066,13 @@ class _UnitCopy:
     def _batch_failed(self, error: KafkaError) -> None:
         """A batch's first or last record failed: fenced ends the unit; anything else is copied again with a
         report per record, which names the record that caused it."""
-        if _is_fenced(error):
+        if is_fenced(error):
             self.producer_broken = True
             raise _Fenced()
         if error.fatal():
             self.producer_broken = True
             raise KafkaException(error)
-        raise _PerRecordReports(f"the target refused a record ({kafka_words(error)})")
+        raise PerRecordReports(f"the target refused a record ({kafka_words(error)})")
 
     def _committed(self, position: int, runs: list[Run], syncs: int) -> None:
         result = self.result
@@ -1315,7 +1095,7 @@ class _UnitCopy:
 
     def _raise_delivery_failure(self) -> None:
         """The target refused or lost records: name the record that caused it, in Kafka's words."""
-        if any(_is_fenced(error) for _, error, _ in self.errors):
+        if any(is_fenced(error) for _, error, _ in self.errors):
             self.producer_broken = True
             raise _Fenced()
         if any(error.fatal() for _, error, _ in self.errors):
@@ -1325,9 +1105,9 @@ class _UnitCopy:
         if not self.errors:
             missing = len(self.sent_offsets) - len(self.acked)
             raise UnitFailed(f"{where}: {missing} record(s) were not acknowledged by the target", retriable=True)
-        upstream, error, size = min(self.errors, key=lambda item: (item[1].code() in _CONSEQUENTIAL, item[0]))
+        upstream, error, size = min(self.errors, key=lambda item: (item[1].code() in CONSEQUENTIAL, item[0]))
         same = [item for item in self.errors if item[1].code() == error.code()]
-        if error.code() in _TOO_LARGE:
+        if error.code() in TOO_LARGE:
             # The broker refuses a whole batch for one oversized record: name the largest of them.
             upstream, error, size = max(same, key=lambda item: (item[2], -item[0]))
             reason = f"the record is {size} bytes; {kafka_words(error)}"

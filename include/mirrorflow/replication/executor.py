@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from .copy import close_kept_clients, copy_units, task_shares
+from .copy import close_kept_clients, copy_units
+from .lanes import task_shares
 from .units import UnitResult, UnitSpec
 
 
@@ -44,7 +45,7 @@ class LocalExecutor:
 
 
 class SparkExecutor:
-    """One Spark task per work unit, or per share of a large wave (``copy.task_shares``: units that share a
+    """One Spark task per work unit, or per share of a large wave (``lanes.task_shares``: units that share a
     transactional producer go to the same task); units of one wave never share a partition, so order is kept."""
 
     engine_seconds = 0.0  # the Spark app times its own SparkSession start

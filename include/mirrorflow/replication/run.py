@@ -34,13 +34,13 @@ from ..config.model import FlowConfig, MirrorConfig
 from ..internal_topics import InternalTopic, ensure_internal_topic
 from ..kafka import calls as kafka_calls
 from ..kafka import clients
-from ..kafka.errors import kafka_words
+from ..kafka.errors import is_retriable, kafka_words
 from ..kafka.offsets import list_offsets
 from ..kafka.timestamps import READ_TIMEOUT_S, fetch_timestamps
-from .copy import is_retriable, transactional_id
 from .executor import UnitExecutor
 from .history import last_sync, parse_history, run_summary
 from .incarnation import PartitionNow, fingerprint_offset, fingerprints_now, plan_reset, topic_ids
+from .lanes import transactional_id
 from .lock import FamilyLock, LockError
 from .progress import StoredProgress, progress_location, progress_topic, read_stored_progress
 from .report import PHASES, PartitionReport, RunReport, phase
