@@ -214,7 +214,12 @@ def test_airflow_lists_the_provider_and_a_mirror_dag_run_copies_records(
     assert "mirrorflow" in listed and listed["mirrorflow"]["version"] == "0.1.0"
 
     script = Path(__file__).with_name("user_deployment.py")
-    out = _run([str(installed.python), str(script)], env=env, cwd=home, timeout=900)
+    out = _run(
+        [str(installed.python), str(script)],
+        env={**env, "MIRROR_DAG": "mirror__primary__backup__main"},
+        cwd=home,
+        timeout=900,
+    )
     result = json.loads(out.strip().splitlines()[-1])
     assert not result["import_errors"]
     for kind in ("mirror", "checkpoints", "heartbeats", "failover", "verify"):
@@ -224,7 +229,7 @@ def test_airflow_lists_the_provider_and_a_mirror_dag_run_copies_records(
         assert Path(result[package]).is_relative_to(site), f"{package} imported from {result[package]}"
     assert set(result["states"].values()) == {"success"}, result["states"]
     report = result["report"]
-    assert report["ok"] is True and report["records"] == 30 and report["lag"] == 0
+    assert report["ok"] is True and report["records"] == 30 and report["lag"] == 0, json.dumps(report)[:4000]
     assert len(read_all(kafka_clusters.backup, f"primary.{topic}")) == 30
 
 

@@ -33,7 +33,7 @@ def main() -> int:
         "mirrorflow": str(Path(mirrorflow.__file__).parent),
         "mirrorflow_airflow": str(Path(mirrorflow_airflow.__file__).parent),
     }
-    mirror = next(d for d in bag.dag_ids if d.startswith("mirror__"))
+    mirror = os.environ["MIRROR_DAG"]  # the family the test's topics are in (the flow also has a default family)
     from mirrorflow_airflow.dags import mirror_dags
 
     run = mirror_dags()[mirror].test()
