@@ -18,8 +18,8 @@ Speed: the copy loop takes consumer batches of a few thousand records (``CONSUME
 consumer has read ahead, and never more than the unit still needs, so the call returns as soon as the unit's last
 record is there instead of waiting out a timeout), and
 pauses the source partition as soon as that last record is in hand: a consumer left at the end of a partition
-keeps fetching (the embedded test broker answers such fetches at once, thousands a second, which cost a third of
-a core on each side for as long as the unit went on producing). Per record the loop only reads the message,
+keeps fetching (the embedded test broker answers such fetches at once, so the loop costs CPU on both sides for as
+long as the unit goes on producing). Per record the loop only reads the message,
 produces it and notes its source offset. Where each copy landed comes from delivery reports: the producer is
 idempotent and writes one partition, so the broker appends the copies in the order they were sent, and the i-th
 record sent is the one at the i-th lowest target offset reported (see ``_runs``). Exactly-once asks for a report
@@ -84,8 +84,7 @@ span it goes on with the next one, on the same consumer and producer, until it r
 then it returns to the driver, which logs progress, checks that it still holds the run lock and plans the next
 wave. Why not a unit per span: each unit opens a consumer, reads the stored progress and costs the driver a Spark
 job, and a broker that answers a fetch with a partition's whole backlog (the embedded test broker) sends the rest of
-that backlog again to every new consumer: 1,000,000 records in 4 partitions took 42 s as 16 units, against 7 s for
-the first 250,000."""
+that backlog again to every new consumer (BENCHMARKS.md, "Figures behind the copier's settings")."""
 
 #: How long one consume call waits when fewer records than asked are there (a transactional source's markers
 #: and aborted records take offsets without being delivered); the unit's own timeout is counted across calls.
@@ -95,9 +94,8 @@ _CONSUME_WAIT_S = 0.1
 #: Producer: a longer linger lets batches fill (fewer, larger produce requests: less work for both ends); a
 #: copy is never waiting on a single record, since the consumer hands them over by the thousand.
 #: ``reconnect.backoff.ms``: librdkafka waits half of it (50 ms by default) between leaving the bootstrap
-#: connection and connecting to the broker the metadata named, so a new producer paid that before
-#: ``init_transactions`` could ask for its producer id: 55 ms per unit at 100 ms, 17 ms at 20 ms (measured on the
-#: embedded broker). A unit of a few records is mostly such waits. Reconnecting after a failure still backs off
+#: connection and connecting to the broker the metadata named, so a new producer pays that before
+#: ``init_transactions`` can ask for its producer id; a unit of a few records is mostly such waits. Reconnecting after a failure still backs off
 #: exponentially up to ``reconnect.backoff.max.ms``.
 #: Consumer: a unit's own consumer has one partition, so a fetch may bring more of it than librdkafka's 1 MiB
 #: default (a lane's consumer, ``lane_reader``, has many, within librdkafka's ``fetch.max.bytes``). Its
@@ -106,8 +104,8 @@ _CONSUME_WAIT_S = 0.1
 #: fetched up to 64 MiB the next run fetched again). A copier hands records to its producer far slower than
 #: a fetch brings them, so it keeps a few seconds of work queued either way. On a broker that answers a fetch at
 #: the end of a partition at once instead of waiting ``fetch.wait.max.ms`` (the embedded test broker does), a
-#: consumer that had read ahead to the end sent ~9,500 empty fetches a second for as long as the copy took, a
-#: third of a core of broker per partition (measured); the bound ends that.
+#: consumer that had read ahead to the end sent empty fetches in a loop for as long as the copy took; the bound
+#: ends that.
 PRODUCER_DEFAULTS: dict[str, Any] = {"linger.ms": 20, "reconnect.backoff.ms": 20}
 CONSUMER_DEFAULTS: dict[str, Any] = {
     "max.partition.fetch.bytes": 8 * 1024 * 1024,
@@ -122,10 +120,8 @@ record size so far, and never more than the unit still needs (so the call return
 there). Both are half of the consumer's read-ahead (``CONSUMER_DEFAULTS``), so a call leaves records queued and
 librdkafka does not fetch again while the unit is still working through what it has; at 50,000 records a call
 emptied the queue each time, and a fetcher already at the partition's end then looped on empty fetches against a
-broker that answers them at once (the embedded test broker). Measured on 400,000 records in 4 partitions on the
-2 cores, exactly-once, back-to-back pairs while a test suite also ran: CPU per record copied, all parties, 34-40 us
--> 21-28 us in-process and 40 -> 35 us on Spark Connect, the copier's own share included. A call costs the same for
-one record as for thousands, so 200 calls instead of 20 per million records are nothing."""
+broker that answers them at once (the embedded test broker). A call costs the same for one record as for
+thousands, so smaller calls cost nothing measurable (BENCHMARKS.md, "Figures behind the copier's settings")."""
 
 KEEP_PRODUCERS = 64
 """Idle record producers kept per process, as many as a family's ``TRANSACTION_SLOTS`` (least recently used dropped
