@@ -253,8 +253,7 @@ def check_cluster(flow: FlowConfig, side: Side, timeout: float | None = None, *,
 def check_connection(name: str, java_props: dict[str, str], timeout: float) -> str:
     """One cluster given by Kafka (Java) client properties, as an Airflow connection holds them: a line saying
     what answered, or ``ClusterUnreachableError`` naming ``name`` and why (within ``timeout``)."""
-    config = clients.librdkafka_config(java_props, client_id=f"mirrorflow-check-{name}")
-    config.setdefault("allow.auto.create.topics", False)
+    config = clients.client_config(java_props, f"mirrorflow-check-{name}")
     bootstrap = java_props.get("bootstrap.servers", "?")
 
     def new_admin(**overrides: Any) -> Any:

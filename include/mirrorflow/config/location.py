@@ -40,12 +40,11 @@ def config_path(environ: Mapping[str, str] | None = None, *, must_exist: bool = 
     """
     env = environ if environ is not None else os.environ
     value = env.get(ENV_VAR, "").strip()
-    path = Path(value).expanduser() if value else Path(CONFIG_FILE_NAME)
-    if not path.is_absolute():
-        path = airflow_home(env) / path
+    given = Path(value).expanduser() if value else Path(CONFIG_FILE_NAME)
+    path = given if given.is_absolute() else airflow_home(env) / given
     if must_exist and not path.is_file():
         how = f"{ENV_VAR}={value}" if value else f"{ENV_VAR} is not set, so the default"
-        relative = "" if Path(value).expanduser().is_absolute() and value else " (relative to AIRFLOW_HOME)"
+        relative = "" if given.is_absolute() else " (relative to AIRFLOW_HOME)"
         raise ConfigError([Problem("error", f"{how}{relative}: no configuration file at {path}")])
     return path
 

@@ -188,17 +188,22 @@ def build_client(factory: type, config: dict[str, Any], what: str) -> Any:
             raise ClientConfigError(f"{what}: {message}") from None
 
 
-def client_properties(flow: FlowConfig, side: Side, role: Role, **overrides: Any) -> dict[str, Any]:
-    """librdkafka properties of one client of a flow (``client.id`` follows MM2's convention).
+def client_config(java_props: Mapping[str, str], client_id: str) -> dict[str, Any]:
+    """librdkafka properties of a mirrorflow client from Kafka (Java) client properties.
 
     ``allow.auto.create.topics`` is off unless the user sets it: librdkafka turns it on for producer-type
     handles (the AdminClient is one), and with the broker's default ``auto.create.topics.enable=true`` a
     metadata request or a produce would create a missing topic with the broker's defaults (1 partition,
     ``cleanup.policy=delete``). mirrorflow creates its topics itself (``topics.py``, ``internal_topics.py``).
     """
-    client_id = f"mirrorflow|{flow.name}|{side}-{role}"
-    config = librdkafka_config(flow.client_config(side, role), client_id)
+    config = librdkafka_config(java_props, client_id)
     config.setdefault("allow.auto.create.topics", False)
+    return config
+
+
+def client_properties(flow: FlowConfig, side: Side, role: Role, **overrides: Any) -> dict[str, Any]:
+    """librdkafka properties of one client of a flow (``client.id`` follows MM2's convention)."""
+    config = client_config(flow.client_config(side, role), f"mirrorflow|{flow.name}|{side}-{role}")
     if role == "consumer":
         config["group.id"] = f"mirrorflow-{flow.source}-{flow.target}"  # assign() only; never committed
     config.update(overrides)
