@@ -20,7 +20,7 @@ except PackageNotFoundError:  # imported from a source tree that was never insta
 
 def get_provider_info() -> dict[str, Any]:
     """What ``airflow providers list`` shows and what the UI's connection form offers (Airflow's provider schema)."""
-    from mirrorflow_airflow.hooks.kafka import CONN_TYPE, FORM_FIELDS, UI_FIELD_BEHAVIOUR
+    from mirrorflow_airflow.hooks.connection_form import CONN_TYPE, FORM_FIELDS, UI_FIELD_BEHAVIOUR
 
     return {
         "package-name": "mirrorflow",

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,19 @@ def test_the_provider_info_is_valid_for_airflow() -> None:
     (conn,) = info["connection-types"]
     assert conn["connection-type"] == "mirrorflow_kafka"
     assert set(conn["conn-fields"]) == {"security_protocol", "sasl_mechanism", "ssl_truststore_location"}
+
+
+def test_the_hook_module_imports_first_in_a_process() -> None:
+    """Importing the hook imports Airflow, whose provider discovery calls ``get_provider_info``: that must not import
+    the hook's module again half-way (it reads the form from an Airflow-free module)."""
+    done = subprocess.run(
+        [sys.executable, "-c", "import mirrorflow_airflow.hooks.kafka"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
 
 
 def test_airflow_finds_the_connection_type_and_its_form_fields() -> None:

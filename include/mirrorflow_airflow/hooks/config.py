@@ -24,6 +24,26 @@ from mirrorflow.config.properties import Entry
 from mirrorflow.redact import is_secret_key
 
 
+def masked_entries(conn: Any, alias: str, *, name: str | None = None) -> list[Entry]:
+    """``<alias>.*`` settings from an Airflow connection (``config.overrides.connection_entries``), its password and
+    every secret setting registered with Airflow's secrets masker first, so none can reach a log."""
+    if conn.password:
+        mask_secret(conn.password)
+    entries = config_overrides.connection_entries(
+        alias,
+        host=conn.host,
+        port=conn.port,
+        login=conn.login,
+        password=conn.password,
+        extra=conn.extra_dejson,
+        name=name,
+    )
+    for entry in entries:
+        if is_secret_key(entry.key):
+            mask_secret(entry.value)
+    return entries
+
+
 class MirrorflowHook(BaseHook):
     """Loads mirrorflow's configuration for a task, with cluster settings from Airflow connections."""
 
@@ -42,19 +62,7 @@ class MirrorflowHook(BaseHook):
                 conn = self.get_connection(conn_id)
             except AirflowNotFoundException:
                 continue
-            if conn.password:
-                mask_secret(conn.password)
-            found = config_overrides.connection_entries(
-                alias,
-                host=conn.host,
-                port=conn.port,
-                login=conn.login,
-                password=conn.password,
-                extra=conn.extra_dejson,
-            )
-            for entry in found:
-                if is_secret_key(entry.key):
-                    mask_secret(entry.value)
+            found = masked_entries(conn, alias)
             self.log.info("cluster '%s': settings %s from connection %s", alias, [e.key for e in found], conn_id)
             entries += found
         return entries

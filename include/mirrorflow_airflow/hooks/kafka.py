@@ -19,44 +19,14 @@ from __future__ import annotations
 from typing import Any
 
 from airflow.sdk import BaseHook
-from airflow.sdk.log import mask_secret
 
 from mirrorflow.config import overrides as config_overrides
 from mirrorflow.config.keys import CONNECTOR_KEYS
 from mirrorflow.config.model import parse_duration
 from mirrorflow.kafka.clients import ClientConfigError
 from mirrorflow.preflight import TIMEOUT_KEY, ClusterUnreachableError, check_connection
-from mirrorflow.redact import is_secret_key
-
-CONN_TYPE = "mirrorflow_kafka"
-
-#: The connection form's own fields (stored in the extra by these names), as the provider info declares them.
-FORM_FIELDS: dict[str, dict[str, Any]] = {
-    "security_protocol": {
-        "label": "Security protocol",
-        "schema": {"type": ["string", "null"], "enum": ["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]},
-        "description": "security.protocol (SASL_SSL when a login is given and this is empty)",
-    },
-    "sasl_mechanism": {
-        "label": "SASL mechanism",
-        "schema": {"type": ["string", "null"], "enum": ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]},
-        "description": "sasl.mechanism for the login and password (PLAIN when empty)",
-    },
-    "ssl_truststore_location": {
-        "label": "Truststore (PEM file)",
-        "schema": {"type": ["string", "null"]},
-        "description": "ssl.truststore.location: CA certificates in PEM, readable on every worker",
-    },
-}
-
-UI_FIELD_BEHAVIOUR: dict[str, Any] = {
-    "hidden-fields": ["schema"],
-    "relabeling": {"host": "Bootstrap servers", "login": "SASL username", "password": "SASL password"},
-    "placeholders": {
-        "host": "broker1:9092,broker2:9092",
-        "extra": '{"ssl.endpoint.identification.algorithm": "https"}',
-    },
-}
+from mirrorflow_airflow.hooks.config import masked_entries
+from mirrorflow_airflow.hooks.connection_form import CONN_TYPE
 
 
 def cluster_timeout_s() -> float:
@@ -79,22 +49,8 @@ class KafkaClusterHook(BaseHook):
     def client_properties(self) -> dict[str, str]:
         """Kafka (Java) client properties of the connection's cluster; every secret registered with the masker."""
         conn = self.get_connection(self.kafka_conn_id)
-        if conn.password:
-            mask_secret(conn.password)
-        entries = config_overrides.connection_entries(
-            "cluster",
-            host=conn.host,
-            port=conn.port,
-            login=conn.login,
-            password=conn.password,
-            extra=conn.extra_dejson,
-            name=f"connection '{self.kafka_conn_id}'",
-        )
-        props = {entry.key.removeprefix("cluster."): entry.value for entry in entries}
-        for key, value in props.items():
-            if is_secret_key(key):
-                mask_secret(value)
-        return props
+        entries = masked_entries(conn, "cluster", name=f"connection '{self.kafka_conn_id}'")
+        return {entry.key.removeprefix("cluster."): entry.value for entry in entries}
 
     def test_connection(self) -> tuple[bool, str]:
         """(True, what answered) or (False, one line saying what failed), within the cluster timeout."""
