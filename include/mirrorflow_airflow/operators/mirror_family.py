@@ -176,6 +176,8 @@ class MirrorFamilyOperator(BaseOperator):
         self.spark_options = dict(spark_options or {})
         self._connect_executor: Any = None  # while a Spark Connect run is in progress (on_kill interrupts it)
         self._submit_hook: SparkSubmitHook | None = None  # while spark-submit runs (on_kill stops it)
+        self._spark_conn: Any = None  # the ``conn_id`` connection, read once per task (``_spark_connection``)
+        self._spark_conn_read = False
 
     def execute(self, context: Any) -> dict[str, Any]:
         hook = MirrorflowHook(self.config)
@@ -231,10 +233,8 @@ class MirrorFamilyOperator(BaseOperator):
         """``client`` or ``cluster``: the operator's ``deploy_mode``, else the connection's ``deploy-mode`` extra."""
         if self.deploy_mode:
             return str(self.deploy_mode)
-        try:
-            return str(BaseHook.get_connection(self.conn_id).extra_dejson.get("deploy-mode") or "client")
-        except AirflowNotFoundException:
-            return "client"
+        conn = self._spark_connection()
+        return str(conn.extra_dejson.get("deploy-mode") or "client") if conn is not None else "client"
 
     def _run_in_cluster_mode(self, context: Any, hook: MirrorflowHook) -> dict[str, Any]:
         """spark-submit with the driver on the cluster (YARN, Kubernetes; Spark refuses it for Python apps on a
@@ -271,20 +271,26 @@ class MirrorFamilyOperator(BaseOperator):
             raise AirflowException("; ".join(report_failures(report)) or str(failure)) from None
         return report
 
+    def _spark_connection(self) -> Any:
+        """The ``conn_id`` connection (None when it does not exist: the Spark provider's own defaults), read from
+        Airflow's connections and secrets backends once per task."""
+        if not self._spark_conn_read:
+            try:
+                self._spark_conn = BaseHook.get_connection(self.conn_id)
+            except AirflowNotFoundException:
+                self._spark_conn = None
+            self._spark_conn_read = True
+        return self._spark_conn
+
     def _engine(self) -> str:
         """The type of the ``conn_id`` connection: ``spark_connect``, else spark-submit's ``spark``."""
-        try:
-            return str(BaseHook.get_connection(self.conn_id).conn_type or "spark")
-        except AirflowNotFoundException:
-            return "spark"  # the Spark provider's own defaults for spark-submit
+        conn = self._spark_connection()
+        return str(conn.conn_type or "spark") if conn is not None else "spark"
 
     def _master(self) -> str | None:
         """The ``spark`` connection's master (``local[*]``, ``spark://host:7077``, ``yarn``...), None if unknown."""
-        try:
-            conn = BaseHook.get_connection(self.conn_id)
-        except AirflowNotFoundException:
-            return None
-        if conn.conn_type == "spark_connect" or not conn.host:
+        conn = self._spark_connection()
+        if conn is None or conn.conn_type == "spark_connect" or not conn.host:
             return None
         return f"{conn.host}:{conn.port}" if conn.port else str(conn.host)
 
