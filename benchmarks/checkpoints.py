@@ -75,8 +75,8 @@ from mirrorflow.checkpoints.translate import OffsetTranslator
 from mirrorflow.config import parse_config
 from mirrorflow.config.model import MirrorConfig
 from mirrorflow.kafka import calls as kafka_calls
-from mirrorflow.replication.copy import close_kept_clients
 from mirrorflow.replication.executor import LocalExecutor
+from mirrorflow.replication.producers import close_kept_clients
 from mirrorflow.replication.run import RunReport, replicate
 from mirrorflow.wire import Checkpoint, CopiedRun, OffsetSync
 

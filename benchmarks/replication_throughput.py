@@ -85,7 +85,7 @@ TARGET_EO_RATE_RATIO = 1.2
 #: (Apache Kafka honours it); librdkafka drops a response above receive.message.max.bytes and the consumer
 #: then sees nothing at all. librdkafka's maximum, so the plain loop (one fetch for all partitions) copes.
 PLAIN_RECEIVE_MAX = 2**31 - 1
-#: mirrorflow's copier raises receive.message.max.bytes to 200 MiB (replication.copy._RECEIVE_MAX), per partition.
+#: mirrorflow's copier raises receive.message.max.bytes to 200 MiB (kafka.clients.RECEIVE_MAX), per partition.
 MIRRORFLOW_RECEIVE_MAX = 200 * 2**20
 #: Bytes a record costs on the wire besides key and value (batch framing, header, varints): an estimate.
 RECORD_OVERHEAD = 80

@@ -33,7 +33,7 @@ import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from mirrorflow.replication.copy import close_kept_clients
+from mirrorflow.replication.producers import close_kept_clients
 from mirrorflow_dev import EXAMPLE_CONFIG as DEFAULT_CONFIG
 from mirrorflow_dev.demo.airflow_env import airflow_environment
 from mirrorflow_dev.devcluster import ClusterSpec, DevClusters, free_port

@@ -31,9 +31,9 @@ from mirrorflow.checkpoints.translate import OffsetTranslator
 from mirrorflow.config import MirrorConfig, parse_config
 from mirrorflow.processes import PidRecord
 from mirrorflow.replication.connect import SparkConnectExecutor
-from mirrorflow.replication.copy import CHECKPOINT_EVERY_RECORDS
 from mirrorflow.replication.executor import LocalExecutor, UnitExecutor
 from mirrorflow.replication.run import replicate
+from mirrorflow.replication.tuning import CHECKPOINT_EVERY_RECORDS
 from mirrorflow.wire import OffsetSync
 from mirrorflow_dev.devcluster import ClusterSpec, DevClusters
 from tests.conftest import distinct_free_ports, external_test_clusters

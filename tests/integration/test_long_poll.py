@@ -26,8 +26,8 @@ from mirrorflow.checkpoints.emit import emit_checkpoints
 from mirrorflow.config import MirrorConfig, load_config
 from mirrorflow.heartbeats import check_freshness, newest_heartbeat
 from mirrorflow.kafka import clients
-from mirrorflow.replication.copy import close_kept_clients
 from mirrorflow.replication.executor import LocalExecutor
+from mirrorflow.replication.producers import close_kept_clients
 from mirrorflow.replication.progress import progress_topic
 from mirrorflow.replication.run import replicate
 from mirrorflow.status import flow_status

@@ -16,9 +16,11 @@ from typing import Any, ClassVar
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from mirrorflow.replication import copy
+from mirrorflow.replication import copy, producers, tuning, unit_reads
 from mirrorflow.replication import lanes as lane_rules
+from mirrorflow.replication.lane_transaction import LaneTransaction
 from mirrorflow.replication.progress import StoredProgress
+from mirrorflow.replication.unit_copy import UnitCopy
 from mirrorflow.replication.units import Reset, Run, UnitSpec
 from mirrorflow.wire import source_offset_value
 
@@ -252,25 +254,25 @@ def fakes(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
         return made
 
     FakeProducer.made = []
-    monkeypatch.setattr(copy, "Producer", FakeProducer)
-    monkeypatch.setattr(copy, "_source_consumer", consumer)
+    monkeypatch.setattr(producers, "Producer", FakeProducer)
+    monkeypatch.setattr(unit_reads, "source_consumer", consumer)
 
     def stored(_spec: UnitSpec) -> StoredProgress | None:
         # No stored progress (each unit from 0), unless a test follows what the units committed.
         kept = [p.stored for p in FakeProducer.made if p.stored is not None]
         return StoredProgress(kept[-1]) if state.get("follow_progress") and kept else None
 
-    monkeypatch.setattr(copy, "_stored", stored)
+    monkeypatch.setattr(unit_reads, "stored", stored)
     state["lane_reads"] = 0
 
     def stored_many(specs: list[UnitSpec]) -> dict[tuple[str, int], StoredProgress | None]:
         state["lane_reads"] += 1
         return {(spec.topic, spec.partition): stored(spec) for spec in specs}
 
-    monkeypatch.setattr(copy, "_stored_many", stored_many)
-    copy.close_kept_clients()
+    monkeypatch.setattr(unit_reads, "stored_many", stored_many)
+    producers.close_kept_clients()
     yield state
-    copy.close_kept_clients()
+    producers.close_kept_clients()
 
 
 def unit(delivery: str = "exactly-once", end: int = 25, **overrides: Any) -> UnitSpec:
@@ -314,7 +316,7 @@ def test_a_unit_copies_in_order_and_pauses_once_it_has_its_last_record(fakes: di
     assert consumer.metadata_asks == ["*"]  # a consumer learns every topic once, before its first assignment
     # Given back unassigned and resumed, kept for the next unit of this process, closed with the kept clients.
     assert (consumer.assigned, consumer.paused, consumer.closed) == ([], False, False)
-    copy.close_kept_clients()
+    producers.close_kept_clients()
     assert consumer.closed
 
 
@@ -361,7 +363,7 @@ def test_a_kept_producer_is_reused_and_a_fenced_one_replaced(
     fakes: dict[str, Any], monkeypatch: pytest.MonkeyPatch, idle: str
 ) -> None:
     if idle.startswith("long"):
-        monkeypatch.setattr(copy, "PROBE_AFTER_IDLE_S", 0.0)
+        monkeypatch.setattr(tuning, "PROBE_AFTER_IDLE_S", 0.0)
     fakes["values"] = [b"v%d" % i for i in range(10)]
     first = copy.copy_unit(unit(end=10))
     assert first.status == "copied" and len(FakeProducer.made) == 1
@@ -379,17 +381,17 @@ def test_a_kept_producer_is_reused_and_a_fenced_one_replaced(
     # copies from offset 0.)
     sent_by_third = 1 if idle.startswith("long") else 20
     assert len(FakeProducer.made[0].log["src.src"]) == 10 + 20 + sent_by_third
-    assert copy._KEPT_PRODUCERS.clients() == [FakeProducer.made[1]]
-    copy.close_kept_clients()
-    assert len(copy._KEPT_PRODUCERS) == 0
+    assert producers.KEPT_PRODUCERS.clients() == [FakeProducer.made[1]]
+    producers.close_kept_clients()
+    assert len(producers.KEPT_PRODUCERS) == 0
 
 
 def test_kept_producers_are_bounded(fakes: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(copy, "KEEP_PRODUCERS", 2)
+    monkeypatch.setattr(tuning, "KEEP_PRODUCERS", 2)
     for partition in range(3):
         assert copy.copy_unit(unit(partition=partition, transactional_id=f"t{partition}")).status == "copied"
-    assert len(copy._KEPT_PRODUCERS) == 2
-    assert copy._KEPT_PRODUCERS.clients() == FakeProducer.made[1:]  # the least recently used went
+    assert len(producers.KEPT_PRODUCERS) == 2
+    assert producers.KEPT_PRODUCERS.clients() == FakeProducer.made[1:]  # the least recently used went
 
 
 def test_a_refused_batch_names_its_largest_record(fakes: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -403,7 +405,7 @@ def test_a_refused_batch_names_its_largest_record(fakes: dict[str, Any], monkeyp
 def test_at_least_once_checkpoints_inside_a_consumer_batch(
     fakes: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(copy, "CHECKPOINT_EVERY_RECORDS", 10)
+    monkeypatch.setattr(tuning, "CHECKPOINT_EVERY_RECORDS", 10)
     result = copy.copy_unit(unit("at-least-once"))
     assert (result.status, result.records) == ("copied", 25)
     assert result.runs == [Run(0, 0, 9, 9), Run(10, 10, 19, 19), Run(20, 20, 24, 24)]
@@ -446,7 +448,7 @@ def test_a_transaction_full_by_bytes_leaves_the_rest_of_the_batch_to_the_next(fa
 def test_a_unit_whose_time_is_up_returns_after_its_first_transaction(
     fakes: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(copy, "UNIT_SECONDS", 0.0)
+    monkeypatch.setattr(tuning, "UNIT_SECONDS", 0.0)
     result = copy.copy_unit(unit(max_records=10))
     assert (result.status, result.records, result.position) == ("copied", 10, 10)
     assert FakeProducer.made[0].commits == 1
@@ -470,7 +472,7 @@ def test_exactly_once_hears_only_of_each_consumer_batch_first_and_last_record(fa
     result = copy.copy_unit(unit(end=12_000, max_records=100_000))
     assert (result.status, result.records, result.runs) == ("copied", 12_000, [Run(0, 0, 11_999, 11_999)])
     (producer,) = FakeProducer.made
-    batches = -(-12_000 // copy.CONSUME_BATCH)
+    batches = -(-12_000 // tuning.CONSUME_BATCH)
     assert producer.reported == 2 * batches + 1  # + the progress record's report
     assert [m.value() for m in producer.log["src.src"]] == fakes["values"]
 
@@ -514,12 +516,12 @@ def test_foreign_records_among_a_batch_send_the_span_again_with_a_report_per_rec
 def test_units_of_a_process_run_in_threads_and_results_keep_their_order(
     fakes: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(copy, "KEEP_PRODUCERS", 16)
+    monkeypatch.setattr(tuning, "KEEP_PRODUCERS", 16)
     specs = [unit(partition=p, transactional_id=f"t{p}") for p in range(20)]
     results = copy.copy_units(specs, threads=4)
     assert [(r.partition, r.status, r.records) for r in results] == [(p, "copied", 25) for p in range(20)]
     assert len(FakeProducer.made) == 20  # one producer per unit (transactional.id), never shared by two units
-    assert len(copy._KEPT_PRODUCERS) == copy.KEEP_PRODUCERS  # kept ones bounded under threads too
+    assert len(producers.KEPT_PRODUCERS) == tuning.KEEP_PRODUCERS  # kept ones bounded under threads too
 
 
 def test_a_wave_is_spread_over_tasks_by_its_records_whole_lanes_each() -> None:
@@ -584,7 +586,7 @@ def test_units_sharing_a_transactional_id_run_one_after_the_other_on_one_produce
     assert [m.partition() for m in lane["src.src"]] == [0] * 25 + [64] * 25 + [128] * 25
     assert [m.partition() for m in lane["mm2-offsets.src.internal"]] == [0, 0, 0]  # a progress record per unit
     assert fakes["lane_reads"] == 2  # each lane read its units' stored progress once
-    monkeypatch.setattr(copy, "UNIT_SECONDS", 0.0)
+    monkeypatch.setattr(tuning, "UNIT_SECONDS", 0.0)
     results = copy.copy_units(specs, threads=4)
     # The first unit of a lane always runs (a wave moves on); the rest wait for the next wave.
     assert [(r.partition, r.status) for r in results] == [
@@ -596,7 +598,7 @@ def test_units_sharing_a_transactional_id_run_one_after_the_other_on_one_produce
     assert results[1].position is None and results[1].records == 0
     # The lane committed what unit 0 left open, and kept its producer under its id: the next wave reuses it.
     assert [p.commits for p in FakeProducer.made] == [2, 2]
-    monkeypatch.setattr(copy, "UNIT_SECONDS", 30.0)
+    monkeypatch.setattr(tuning, "UNIT_SECONDS", 30.0)
     copy.copy_units(specs[1:3], threads=4)
     assert len(FakeProducer.made) == 2 and [p.inits for p in FakeProducer.made] == [1, 1]
 
@@ -608,8 +610,8 @@ def test_a_lane_reads_its_progress_once_per_producer_and_each_answer_serves_one_
         unit(partition=p, transactional_id=lane_rules.transactional_id("f", "default", "src", p)) for p in (0, 64, 128)
     ]
     single: list[int] = []
-    monkeypatch.setattr(copy, "_stored", lambda spec: single.append(spec.partition))
-    lane = copy._LaneTransaction()
+    monkeypatch.setattr(unit_reads, "stored", lambda spec: single.append(spec.partition))
+    lane = LaneTransaction()
     lane.specs = specs
     first, second = FakeProducer({}), FakeProducer({})
     lane.stored(specs[0], first)
@@ -627,9 +629,9 @@ def test_the_source_consumer_reads_ahead_a_bounded_amount_unless_the_flow_says_o
     """librdkafka's default read-ahead (100,000 records / 64 MiB) fetched records past a unit's end that were thrown
     away, and on a broker answering end-of-partition fetches at once it turned into a fetch loop (issue 11)."""
     made: list[dict[str, Any]] = []
-    monkeypatch.setattr(copy, "Consumer", lambda config: made.append(config))
-    copy._source_consumer(unit())
-    copy._source_consumer(unit(source_consumer={"queued.min.messages": 500, "queued.max.messages.kbytes": 1024}))
+    monkeypatch.setattr(unit_reads, "Consumer", lambda config: made.append(config))
+    unit_reads.source_consumer(unit())
+    unit_reads.source_consumer(unit(source_consumer={"queued.min.messages": 500, "queued.max.messages.kbytes": 1024}))
     assert (made[0]["queued.min.messages"], made[0]["queued.max.messages.kbytes"]) == (10_000, 32 * 1024)
     assert (made[1]["queued.min.messages"], made[1]["queued.max.messages.kbytes"]) == (500, 1024)
     assert all(config["enable.partition.eof"] and config["auto.offset.reset"] == "error" for config in made)
@@ -673,7 +675,7 @@ def test_when_a_lane_transaction_is_aborted_its_earlier_units_fail_retriably_hav
     assert "source offset 10" in (second.error or "")  # the refused record, named
     (producer,) = FakeProducer.made
     assert producer.commits == 0 and producer.aborts >= 1 and producer.stored is None
-    assert len(copy._KEPT_PRODUCERS) == 0  # a producer whose lane failed is not kept
+    assert len(producers.KEPT_PRODUCERS) == 0  # a producer whose lane failed is not kept
 
 
 def test_a_unit_that_committed_before_never_leaves_its_last_span_to_the_lane(fakes: dict[str, Any]) -> None:
@@ -738,14 +740,14 @@ def test_a_unit_copied_again_after_a_failure_keeps_a_transaction_of_its_own(fake
 def test_an_unexpected_error_in_a_unit_aborts_what_its_lane_left_open(
     fakes: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    plain_store = copy._UnitCopy._store_progress
+    plain_store = UnitCopy.store_progress
 
     def broken_for_128(self: Any, position: int, producer: Any) -> Any:
         if self.spec.partition == 128:
             raise RuntimeError("a bug")
         return plain_store(self, position, producer)
 
-    monkeypatch.setattr(copy._UnitCopy, "_store_progress", broken_for_128)
+    monkeypatch.setattr(UnitCopy, "store_progress", broken_for_128)
     specs = [
         unit(partition=p, transactional_id=lane_rules.transactional_id("f", "default", "src", p)) for p in (0, 64, 128)
     ]

@@ -53,6 +53,11 @@ _RENAMED = {"sasl.mechanism": "sasl.mechanisms", "delivery.timeout.ms": "message
 _JAAS = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 _NO_SUCH_PROPERTY = re.compile(r"No such configuration property: \"([^\"]+)\"")
 
+RECEIVE_MAX = 200 * 1024 * 1024
+"""``receive.message.max.bytes`` of the copier's and the verifier's source consumers: a broker that answers a fetch
+with a partition's whole backlog (the embedded test broker) needs a large receive limit. Harmless against Apache
+Kafka, which honours fetch sizes."""
+
 BOUNDED_READ_WAIT_MS = 10
 """``fetch.wait.max.ms`` of a bounded reader (see :func:`bounded_reader`)."""
 

@@ -1,13 +1,16 @@
-"""Delivery bookkeeping of a unit's copy: where its records landed (from batch-end delivery reports), the contiguous
-runs that makes, and the MM2 offset syncs of those runs."""
+"""Delivery bookkeeping of a unit's copy: the reports of what it sent, where its records landed (from batch-end
+delivery reports), the contiguous runs that makes, the MM2 offset syncs of those runs, and its failures worded in
+Kafka's terms (error name, topic, partition, offset), retriable when they are transient."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, KafkaException
 
+from ..kafka.errors import is_fenced, is_retriable, kafka_words
 from ..wire import CopiedRun, OffsetSync
 from .units import Run, UnitSpec
 
@@ -99,6 +102,140 @@ class PerRecordReports(Exception):
     """The span's target offsets are not proven by its batches' end reports (see ``ReportedBatch``)."""
 
 
+class UnitFailed(Exception):
+    """A unit failure already worded for the operator; ``retriable`` when a later attempt may succeed."""
+
+    def __init__(self, message: str, *, retriable: bool = False) -> None:
+        super().__init__(message)
+        self.retriable = retriable
+
+
+class Fenced(Exception):
+    """A newer producer with this partition's transactional.id (a retry, a concurrent run) owns it now."""
+
+
+class SpanReports:
+    """The delivery reports of the records a unit sent since its last checkpoint (a span), and what they prove.
+
+    ``sent_offsets`` holds the source offsets in send order; ``acked`` the target offsets reported one by one;
+    ``batches`` the consumer batches reported by their ends only (``ReportedBatch``); ``errors`` each failed record
+    as (source offset, error, bytes). The lists are cleared in place: the delivery callback holds them. ``broken``
+    is set once a report shows the producer fenced or fatally failed, so the unit does not keep it.
+    """
+
+    def __init__(self, where: str, *, per_record: bool) -> None:
+        self.where = where  # "topic[partition] -> remote topic", for the failure's words
+        self.per_record = per_record  # a report for every record, not only each batch's ends
+        self.sent_offsets: list[int] = []
+        self.acked: list[int] = []
+        self.failed = 0
+        self.errors: list[tuple[int, KafkaError, int]] = []
+        self.batches: list[ReportedBatch] = []
+        self.broken = False
+        acked = self.acked.append
+
+        def delivered(err: KafkaError | None, message: Any) -> None:
+            if err is None:
+                acked(message.offset())
+            else:
+                self._failed(err, message)
+
+        self.delivered = delivered
+        """The one delivery callback of the unit's records reported one by one: the target offset, or the error."""
+
+    def forget(self) -> None:
+        """Drop everything of the span (an aborted span, once the reports of its purged records are served)."""
+        self.checkpointed()
+        self.errors.clear()
+
+    def checkpointed(self) -> None:
+        """The span is stored: start the next one."""
+        self.sent_offsets.clear()
+        self.acked.clear()
+        self.batches.clear()
+        self.failed = 0
+
+    def all_reported(self) -> bool:
+        return len(self.acked) + self.failed >= len(self.sent_offsets)
+
+    def _failed(self, err: KafkaError, message: Any) -> None:
+        # Reports of one partition arrive in send order (librdkafka enqueues them as the broker answers each
+        # batch, in order), so the number of reports before this one is its place among the records sent. Only
+        # the wording of a failure depends on it; what is committed never does (see ``copied_runs``).
+        index = len(self.acked) + self.failed
+        self.failed += 1
+        upstream = self.sent_offsets[index] if index < len(self.sent_offsets) else -1
+        # Keep the error object: formatting it inside librdkafka's callback can fail on a fenced producer.
+        self.errors.append((upstream, err, len(message.key() or b"") + len(message.value() or b"")))
+
+    def refused(self, offset: int, size: int, error: Any) -> UnitFailed:
+        """The producer refused to take the copy of source ``offset``; raises ``Fenced`` when it was fenced."""
+        if is_fenced(error) or (isinstance(error, KafkaError) and error.fatal()):
+            self.broken = True
+        if is_fenced(error):
+            raise Fenced()
+        return UnitFailed(
+            f"{self.where}: the copy of source offset {offset} ({size} bytes) was refused by the producer: "
+            f"{kafka_words(error)}",
+            retriable=is_retriable(error),
+        )
+
+    def landed(self) -> list[int]:
+        """Target offsets of the records sent in the span, in send order (all of them reported)."""
+        if self.errors or len(self.acked) != len(self.sent_offsets) - sum(b.count for b in self.batches):
+            self.raise_failure()
+        if not self.batches:
+            return sorted(self.acked)
+        ranges = []
+        for batch in self.batches:
+            if batch.error is not None:
+                self.batch_failed(batch.error)
+            landed = batch.landed()
+            if landed is None:
+                why = "a report missing" if batch.start < 0 or batch.end < 0 else "other records landed among them"
+                raise PerRecordReports(f"the target offsets of {batch.count} record(s) are not proven ({why})")
+            ranges.append(landed)
+        # Records reported one by one (sent after a read_committed skip) were sent before any batch of the span.
+        return [*sorted(self.acked), *itertools.chain.from_iterable(ranges)]
+
+    def batch_failed(self, error: KafkaError) -> None:
+        """A batch's first or last record failed: fenced ends the unit; anything else is copied again with a
+        report per record, which names the record that caused it."""
+        if is_fenced(error):
+            self.broken = True
+            raise Fenced()
+        if error.fatal():
+            self.broken = True
+            raise KafkaException(error)
+        raise PerRecordReports(f"the target refused a record ({kafka_words(error)})")
+
+    def raise_failure(self) -> None:
+        """The target refused or lost records: name the record that caused it, in Kafka's words."""
+        if any(is_fenced(error) for _, error, _ in self.errors):
+            self.broken = True
+            raise Fenced()
+        if any(error.fatal() for _, error, _ in self.errors):
+            self.broken = True
+        where = self.where
+        if not self.errors:
+            missing = len(self.sent_offsets) - len(self.acked)
+            raise UnitFailed(f"{where}: {missing} record(s) were not acknowledged by the target", retriable=True)
+        upstream, error, size = min(self.errors, key=lambda item: (item[1].code() in CONSEQUENTIAL, item[0]))
+        same = [item for item in self.errors if item[1].code() == error.code()]
+        if error.code() in TOO_LARGE:
+            # The broker refuses a whole batch for one oversized record: name the largest of them.
+            upstream, error, size = max(same, key=lambda item: (item[2], -item[0]))
+            reason = f"the record is {size} bytes; {kafka_words(error)}"
+        else:
+            reason = kafka_words(error)
+        others = len(self.errors) - 1
+        more = f" ({others} more record(s) of the same batch or transaction failed with it)" if others else ""
+        raise UnitFailed(
+            f"{where}: the target refused the copy of source offset {upstream}: {reason}{more}",
+            retriable=is_retriable(error),
+        )
+
+
 def offset_syncs(spec: UnitSpec, runs: list[Run], previous_upstream: int) -> list[OffsetSync]:
     """MM2 offset syncs at the first and the last record of every contiguous run (so at every gap).
 
@@ -119,8 +256,11 @@ def offset_syncs(spec: UnitSpec, runs: list[Run], previous_upstream: int) -> lis
 __all__ = [
     "CONSEQUENTIAL",
     "TOO_LARGE",
+    "Fenced",
     "PerRecordReports",
     "ReportedBatch",
+    "SpanReports",
+    "UnitFailed",
     "control_delivered",
     "copied_runs",
     "offset_syncs",

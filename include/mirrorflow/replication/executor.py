@@ -14,8 +14,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from .copy import close_kept_clients, copy_units
+from .copy import copy_units
 from .lanes import task_shares
+from .producers import close_kept_clients
 from .units import UnitResult, UnitSpec
 
 

@@ -87,7 +87,7 @@ class KeptClients(Generic[Client]):
 
 
 KEEP_CONSUMERS = 16
-"""Idle consumers kept per process: a source consumer and a progress reader for each of ``copy.UNIT_THREADS``."""
+"""Idle consumers kept per process: a source consumer and a progress reader for each of ``tuning.UNIT_THREADS``."""
 
 
 _KNOWN_TOPICS: dict[int, tuple[float, set[str]]] = {}

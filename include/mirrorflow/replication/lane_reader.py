@@ -12,7 +12,7 @@ every partition of every topic its client has known each time it wakes, and a co
 long-lived Spark worker comes to know every topic of a wide flow, so that cost grew with the whole flow's width.
 
 A unit reads through its lane's reader only where the reader's position is exactly the unit's start (the stored
-progress read after fencing, see ``copy._LaneTransaction.stored``): anything else (progress written since the run
+progress read after fencing, see ``lane_transaction.LaneTransaction.stored``): anything else (progress written since the run
 planned, a reset, records deleted under the plan) takes a consumer of its own (``OwnReader``), as before. The
 reader keeps at most ``BUFFER_BYTES`` for the units still to come; past that it pauses their partitions until the
 unit reading now is done, and it pauses a partition once it has fetched up to the unit's planned end.
@@ -35,7 +35,7 @@ PULL_RECORDS = 5_000
 
 
 class PartitionReader(Protocol):
-    """The records of one partition, as a unit's copy loop reads them (``copy._UnitCopy._copy_records``)."""
+    """The records of one partition, as a unit's copy loop reads them (``unit_copy.UnitCopy._copy_records``)."""
 
     def consume(self, count: int, timeout: float) -> list[Any]:
         """Up to ``count`` messages of the partition (records and its events), waiting at most ``timeout``."""

@@ -2,7 +2,7 @@
 
 Every step is a function of plain data; only the copy runs in executors. Work is planned per source
 partition up to its last stable offset and executed in waves of units (one Spark task each, a chain of
-bounded transactions for up to ``copy.UNIT_SECONDS``); a wave never holds two units of the same partition, so
+bounded transactions for up to ``tuning.UNIT_SECONDS``); a wave never holds two units of the same partition, so
 records keep their order. State lives on the clusters (progress, offset syncs), so any process can run the next step.
 
 The report is ``report.py``'s, continuous mode (batches back to back) ``continuous.py``'s. This module stays one

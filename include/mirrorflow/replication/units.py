@@ -88,7 +88,7 @@ class UnitSpec:
     """One bounded piece of work: copy ``topic[partition]`` from the stored progress up to ``end``.
 
     ``max_records`` and ``max_bytes`` bound one transaction (exactly-once) or the records between two progress
-    checkpoints (at-least-once); a unit chains them until ``end`` or its time is up (``copy.UNIT_SECONDS``).
+    checkpoints (at-least-once); a unit chains them until ``end`` or its time is up (``tuning.UNIT_SECONDS``).
     """
 
     source_alias: str
@@ -127,7 +127,7 @@ class UnitSpec:
     # (``UnitResult.truncated``), and the run's next unit of that partition asks the broker again.
     log_start: int = -1
     # Exactly-once: the unit may leave its last span in a transaction its lane's later units share
-    # (``copy._LaneTransaction``). A partition whose unit failed is copied again in a transaction of its own, so a
+    # (``lane_transaction.LaneTransaction``). A partition whose unit failed is copied again in a transaction of its own, so a
     # record the target refuses is named, and fails that partition alone.
     share_transaction: bool = True
 
@@ -170,6 +170,14 @@ class UnitResult:
     retriable: bool = False
     commit_seconds: float = 0.0  # time spent storing progress and committing (flush, commit_transaction)
     seconds: float = 0.0
+
+    def void(self, error: str) -> None:
+        """Nothing of the unit was committed after all (the transaction it shared was aborted): failed, retriable."""
+        self.status, self.error, self.retriable = "failed", error, True
+        self.records = self.bytes = self.syncs = 0
+        self.start = self.position = self.first_offset = self.last_offset = None
+        self.runs = []
+        self.loss, self.truncated, self.reset_applied = None, False, False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -22,7 +22,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from ..kafka.clients import bounded_reader
+from ..kafka.clients import RECEIVE_MAX, bounded_reader
 from .compare import LOOKAHEAD, Difference, first_difference
 from .records import Fields, encode_fields, new_digest
 
@@ -31,10 +31,6 @@ BATCH = 20_000
 
 #: The longest a reader blocks in one poll while it waits for records (it returns as soon as any arrive).
 POLL_S = 0.5
-
-#: The embedded test broker (noida-db) answers a fetch with a partition's whole backlog: a large
-#: receive limit lets librdkafka accept it. Harmless against Apache Kafka, which honours fetch sizes.
-_RECEIVE_MAX = 200 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -286,7 +282,7 @@ def consumer(config: dict[str, Any]) -> Consumer:
     retention deleted is an error."""
     return Consumer(
         bounded_reader(
-            {"receive.message.max.bytes": _RECEIVE_MAX, "max.partition.fetch.bytes": 8 * 1024 * 1024, **config},
+            {"receive.message.max.bytes": RECEIVE_MAX, "max.partition.fetch.bytes": 8 * 1024 * 1024, **config},
             **{"isolation.level": "read_committed", "auto.offset.reset": "error"},
         )
     )
@@ -298,7 +294,7 @@ def _skipped(config: dict[str, Any], topic: str, partition: int, begin: int, fir
     ``begin`` is known to hold a copied record, so a first delivered offset above it means the broker skipped
     committed records: the embedded test broker does when a fetch starts inside a committed transaction (Apache
     Kafka never does). A fetch from an earlier offset finds them: earlier offsets are tried, doubling the
-    distance back to the log start, as the copier does (``replication.copy._skipped_committed``). Rare.
+    distance back to the log start, as the copier does (``replication.unit_reads.skipped_committed``). Rare.
     """
     reader = consumer(config)
     try:
