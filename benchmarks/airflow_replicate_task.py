@@ -1,6 +1,6 @@
 """Benchmark: what a mirror DAG's ``replicate`` task costs in a real Airflow, per engine, run after run.
 
-Why this exists (issue 11, item 3): the targets are stated "from the start of the replicate task": a scheduled
+Why this exists: the targets are stated "from the start of the replicate task": a scheduled
 run with nothing new in <= 3 s, a run copying 10,000 records in <= 5 s. ``replication_throughput.py`` times
 ``mirrorflow replicate`` processes; this script times the task itself, as Airflow records it (the task
 instance's ``duration``: from the moment its process started running the task to its end), in ``airflow

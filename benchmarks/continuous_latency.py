@@ -1,9 +1,9 @@
 """Benchmark: continuous mode latency, from a record's produce on the source to its copy being visible on the target.
 
-Why this exists (issue 11, item 5): ``mirrorflow replicate --duration D`` runs micro-batches, back to back while
+Why this exists: ``mirrorflow replicate --duration D`` runs micro-batches, back to back while
 records arrive (``mirrorflow.poll.interval`` is the pause after a batch that found nothing new), so that the
 target is seconds behind rather than a schedule interval. This script measures how many seconds, at a steady
-load: by default 2,000 records/s of 1 KB in 4 partitions for 120 s, exactly-once. The issue's target:
+load: by default 2,000 records/s of 1 KB in 4 partitions for 120 s, exactly-once. The target:
 **p99 < 5 s**.
 
 How:
@@ -76,7 +76,7 @@ from replication_throughput import (
     mirrorflow_config,
 )
 
-#: The issue's target.
+#: The target.
 TARGET_P99_S = 5.0
 #: The header carrying a record's wall-clock produce time (seconds since the epoch, as text).
 HEADER = "produced_at"

@@ -1,4 +1,4 @@
-"""Benchmark: how long Airflow takes to parse each DAG file of dags/, as its DAG processor does (issue 12).
+"""Benchmark: how long Airflow takes to parse each DAG file of dags/, as its DAG processor does.
 
 Why this exists: under load, parsing took 20-44 s and hit Airflow's 30 s ``dagbag_import_timeout``, so live DAGs
 showed a "Deactivated" banner and an import error. Airflow's DAG processor parses each file in a fresh child

@@ -1,6 +1,6 @@
-"""Benchmark: what the demo's traffic generator costs in CPU at its default rate, now and before issue 12's fix.
+"""Benchmark: what the demo's traffic generator costs in CPU at its default rate, now and before the generator was made cheap.
 
-Why this exists (issue 12): on a 2-core machine the demo's traffic generator and its broker used about 65% of a
+Why this exists: on a 2-core machine the demo's traffic generator and its broker used about 65% of a
 core for 20 records/s. Its three consumer groups were idle or throttling themselves most of the time, and the
 embedded broker answers an empty fetch at once (it has no long poll), so each consumer that was not paused fetched
 thousands of times a second. The generator's consumers now take a batch per cycle and pause their partitions in

@@ -1,6 +1,6 @@
 """Benchmark: the fixed cost of a run over a family of many partitions, next to the plain loop.
 
-Why this exists (issue 11): the throughput benchmark copies 4 partitions, so a cost paid per *partition* never
+Why this exists: the throughput benchmark copies 4 partitions, so a cost paid per *partition* never
 shows there. A unit copies one partition with its own transactional producer (``init_transactions``: ~55 ms on a
 quiet broker, 0.5 s when librdkafka's retry timer fires), its own progress read and its own commit; copied one
 after the other, 1,000 partitions with 3 new records each took 401 s in one process. A scheduled run of a wide
@@ -9,7 +9,7 @@ family pays that every tick. This script measures it: one topic per variant with
 
 * the first run (it creates the remote topic and the progress),
 * ``--repeats`` runs copying ``--per-partition`` new records in every partition (default 10: 10,000 records, the
-  size of the issue's "a run copying 10,000 records <= 5 s" target, spread over 1,000 partitions),
+  size of the "a run copying 10,000 records <= 5 s" target, spread over 1,000 partitions),
 * ``--repeats`` runs with nothing new,
 
 for mirrorflow exactly-once on the DAG path (Spark Connect: a local server started before the timed runs, or
@@ -188,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{new:,} new records ({args.per_partition} per partition)",
         "nothing new",
         "vs baseline (new records)",
-        "target (issue 11)",
+        "target",
     ]
     print(table(rows(outcomes, args.per_partition, args.partitions), header))
     phase_header, body = phase_rows(outcomes)

@@ -1,6 +1,6 @@
 """Benchmark: replication speed, mirrorflow's paths side by side with the plain loop a user would write.
 
-Why this exists (issue 11, item 1): on Apache Kafka, ``mirrorflow replicate`` cost ~21 s before it copied
+Why this exists: on Apache Kafka, ``mirrorflow replicate`` cost ~21 s before it copied
 anything (a plain consume-and-produce loop ~1 s), and its steady rate was 0.80x that loop's. Every change
 meant to fix that has to be measured the same way, so this script measures, in one run and side by side:
 
@@ -19,7 +19,7 @@ starts after the configuration is loaded and the clusters answered. Per variant:
 
 * **fixed cost**: a run over a tiny load (steady state: the target topics and progress exist) and a run with
   nothing new, each ``--repeats`` times; also the very first run (it creates the internal topics);
-* **a run copying 10,000 records** (one of the issue's targets). These fixed costs are measured first, before the
+* **a run copying 10,000 records** (one of the targets). These fixed costs are measured first, before the
   large loads are written: a noida-db broker holding gigabytes persists all it holds for seconds on both cores
   after writes, which would be measured as the run's own cost (Apache Kafka appends to its log instead);
 * **marginal rate** from two load sizes N1 = N/4 and N2 = N (separate topics, each copied by its own run):
@@ -27,7 +27,7 @@ starts after the configuration is loaded and the clusters answered. Per variant:
   3), each round copying N1 and N2 afresh under new aliases (``cceo2``, ``plain2``, ...) with the variants in a
   rotated order, so no variant always runs on the brokers' freshest or most loaded state. The rate is the
   median of the rounds, and the ratio to the baseline the median of the rounds' own ratios;
-* the ratios to the baseline, and the issue's targets (met or not) next to the figures.
+* the ratios to the baseline, and the targets (met or not) next to the figures.
 
 Each mirrorflow variant has its own source alias (``cceo``, ``ccalo``, ``sseo``, ``ssalo``, ``ipeo``, ``ipalo``),
 all pointing at the same source cluster: the alias names the remote topics (``cceo.bench...``) and the progress
@@ -75,7 +75,7 @@ from confluent_kafka.admin import AdminClient
 REPO = Path(__file__).resolve().parents[1]
 TARGET_ALIAS = "backup"
 
-#: The issue's targets, printed next to the figures so a reader sees met / not met.
+#: The targets, printed next to the figures so a reader sees met / not met.
 TARGET_NOTHING_NEW_S = 3.0
 TARGET_SMALL_S = 5.0
 TARGET_SMALL_RECORDS = 10_000
@@ -676,7 +676,7 @@ def main_rows(results: list[Result], load: Load) -> list[list[str]]:
 
 
 def targets_met(r: Result, baseline: Result | None) -> str:
-    """The issue's targets for this variant, in a few words."""
+    """The targets for this variant, in a few words."""
     if r.variant.plain:
         return "(reference)"
     parts = []
@@ -692,9 +692,9 @@ def targets_met(r: Result, baseline: Result | None) -> str:
 
 
 def target_rows(results: list[Result]) -> tuple[list[str], list[list[str]]]:
-    """One row per target of issue 11, one column per variant: the figure and met / NOT met."""
+    """One row per target, one column per variant: the figure and met / NOT met."""
     baseline = next((r for r in results if r.variant.plain and not r.error), None)
-    header = ["target (issue 11)", *(r.variant.key for r in results)]
+    header = ["target", *(r.variant.key for r in results)]
 
     def cell(r: Result, figure: float | None, limit: float, unit: str, applies: bool = True) -> str:
         if not applies:

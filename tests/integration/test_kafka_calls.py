@@ -1,6 +1,6 @@
 """A run's own Kafka calls (lock, discovery, metadata, progress reads) do not grow with its partitions.
 
-Issue 11: those parts of a run must cost milliseconds, not seconds; the count of calls is what keeps them there,
+Those parts of a run must cost milliseconds, not seconds; the count of calls is what keeps them there,
 and unlike a timing it is the same on any machine. The report counts them (``kafka_calls``).
 """
 

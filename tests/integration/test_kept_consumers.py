@@ -1,6 +1,6 @@
 """A kept consumer lent to one unit after another reads each unit's partition, and only it (real broker).
 
-Units borrow consumers from the process (``kept_clients``) instead of making two per unit (issue 11). What must
+Units borrow consumers from the process (``kept_clients``) instead of making two per unit. What must
 hold on a real broker: a partition the last unit paused is read again when assigned again, and nothing fetched for
 an earlier assignment reaches the next unit.
 """

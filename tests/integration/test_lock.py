@@ -2,7 +2,7 @@
 
 Each test uses its own source alias (a second name for the primary cluster), so its flow name and
 hence its leases are its own: a lease a test leaves behind can never refuse another test's claim.
-Timings that the issue asks for (a claim's cost, how soon a killed holder's lease frees) are printed;
+Timings that matter to an operator (a claim's cost, how soon a killed holder's lease frees) are printed;
 run with ``-s`` to see them.
 """
 
@@ -236,7 +236,7 @@ def test_an_unreachable_target_fails_in_kafkas_words_by_the_deadline() -> None:
 
 
 def test_a_claim_waits_for_a_target_that_is_still_starting(tmp_path: Path) -> None:
-    """The issue's first run on a freshly started target: the claim waits it out instead of failing."""
+    """The first run on a freshly started target: the claim waits it out instead of failing."""
     port = free_port()
     clusters = DevClusters(tmp_path / "late", (ClusterSpec("late", port),))
     starter = threading.Timer(2.0, lambda: clusters.up(timeout=60))

@@ -1,4 +1,4 @@
-"""Migrating from MM2 (issue 14): translations never worse than MM2's own checkpoints, exact where mirrorflow copied.
+"""Migrating from MM2: translations never worse than MM2's own checkpoints, exact where mirrorflow copied.
 
 No MM2 process: the test writes the history MM2 would leave, in the library's own wire formats, then lets
 mirrorflow continue the copy in process:
@@ -52,9 +52,9 @@ COMPACT = {"cleanup.policy": "compact"}
 
 #: group suffix -> (partition, committed offset, upstream offset of its MM2 checkpoint or None)
 GROUPS: dict[str, tuple[int, int, int | None]] = {
-    "g-a": (0, 10_050, 10_050),  # the issue's g-a: old offset in MM2's range, its checkpoint unchanged
-    "g-c": (1, 6_700, 6_700),  # the issue's g-c
-    "g-x2": (2, 11_000, 11_000),  # the issue's g-x2: after MM2's restart (downstream shifted by 150)
+    "g-a": (0, 10_050, 10_050),  # group g-a: old offset in MM2's range, its checkpoint unchanged
+    "g-c": (1, 6_700, 6_700),  # group g-c
+    "g-x2": (2, 11_000, 11_000),  # group g-x2: after MM2's restart (downstream shifted by 150)
     "g-old": (2, 3_000, 3_000),  # before MM2's restart: today's store cleared by the rewind, refuses it
     "g-moved": (0, 3_050, 3_000),  # moved on since MM2's checkpoint; the translation did not get better
     "g-edge": (0, MM2_END, MM2_END),  # exactly where MM2 stopped: mirrorflow's first record
@@ -209,7 +209,7 @@ def test_every_answer_is_at_least_as_good_as_mm2s_checkpoint_and_exact_where_mir
 ) -> None:
     flow, prefix, topic = migrated["flow"], migrated["prefix"], migrated["topic"]
     mm2, landed, copies = migrated["mm2"], migrated["landed"], migrated["copies"]
-    syncs_only = read_translator(flow)  # what mirrorflow said before issue 14: today's syncs alone
+    syncs_only = read_translator(flow)  # what the offset syncs alone say: today's syncs
 
     emitted = {g.group: g.partitions[0] for g in emit_checkpoints(flow).groups}
     live = {suffix: translate_group(flow, f"{prefix}-{suffix}")[1][0] for suffix in GROUPS}

@@ -487,7 +487,7 @@ def test_replicate_cli_runs_the_spark_app(kafka_clusters: Any, tmp_path: Path) -
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
     report = json.loads(report_file.read_text())
     assert report["ok"] and report["records"] == 30 and report["family"] == "cli"
-    # Where the time went, every phase of a Spark run, in order (issue 11).
+    # Where the time went, every phase of a Spark run, in order.
     assert list(report["phases"]) == list(PHASES) and all(v >= 0 for v in report["phases"].values())
     assert "  phases: submit " in result.stdout
     assert {(p_["partition"], p_["records"], p_["lag"]) for p_ in report["partitions"]} == {(0, 15, 0), (1, 15, 0)}

@@ -1,4 +1,4 @@
-"""``mirrorflow translate`` and a disaster failover with the source down answer in about a second (issue 14).
+"""``mirrorflow translate`` and a disaster failover with the source down answer in about a second.
 
 A disaster is exactly when the source does not answer, and ``translate`` is what an operator runs then, probably
 more than once. It used to wait 10 s for the dead source on every call and print librdkafka's reconnect log

@@ -1,4 +1,4 @@
-"""An unreachable or unresolvable cluster: one line naming it, fast, on every entry point (issue 10).
+"""An unreachable or unresolvable cluster: one line naming it, fast, on every entry point.
 
 Each entry point is run as a user or Airflow runs it: ``mirrorflow`` as a separate process (through Spark,
 whose launcher the CLI does not even start, and ``--in-process``), the Spark app through the venv's

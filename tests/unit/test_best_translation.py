@@ -18,7 +18,7 @@ def approx(upstream: int, downstream: int, rereads: int) -> Translation:
 
 
 def test_an_mm2_checkpoint_beats_a_sync_translation_that_lost_precision() -> None:
-    # The issue's g-a [0]: committed 10,000; MM2's checkpoint says 9,697; today's syncs only give 1.
+    # Group g-a [0]: committed 10,000; MM2's checkpoint says 9,697; today's syncs only give 1.
     best = choose(approx(10_000, 1, 9_999), cp(10_000, 9_697), 10_000)
     assert (best.downstream, best.kind, best.basis, best.rereads) == (9_697, "checkpoint", "existing checkpoint", 303)
     assert "for this very committed offset" in best.reason

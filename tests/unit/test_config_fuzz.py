@@ -1,6 +1,6 @@
 """Configuration fuzzing: whatever the file holds, loading it gives a configuration or ``file:line`` errors.
 
-Why: issue 10 found tracebacks instead of errors (a deeply nested regex, a malformed ``${provider:...}``,
+Why: fuzzing found tracebacks instead of errors (a deeply nested regex, a malformed ``${provider:...}``,
 a file that is not UTF-8) and values that validated and then crashed ``replicate`` (a replication
 factor of 10^20). Hypothesis writes properties files mixing valid and invalid keys, values,
 separators, continuations, escapes, provider references, regexes, unicode and huge numbers; loading
@@ -216,7 +216,7 @@ def test_any_file_loads_or_fails_with_file_and_line(data: bytes, provided: dict[
     assert_loads_or_cites_lines(path)
 
 
-# -- the cases the issue reported, explicitly ----------------------------------------------------------
+# -- the cases once reported, explicitly ---------------------------------------------------------------
 
 
 def load_errors(tmp_path: Path, text: str | bytes) -> list[str]:

@@ -627,7 +627,7 @@ def test_the_source_consumer_reads_ahead_a_bounded_amount_unless_the_flow_says_o
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """librdkafka's default read-ahead (100,000 records / 64 MiB) fetched records past a unit's end that were thrown
-    away, and on a broker answering end-of-partition fetches at once it turned into a fetch loop (issue 11)."""
+    away, and on a broker answering end-of-partition fetches at once it turned into a fetch loop."""
     made: list[dict[str, Any]] = []
     monkeypatch.setattr(unit_reads, "Consumer", lambda config: made.append(config))
     unit_reads.source_consumer(unit())

@@ -1,5 +1,5 @@
 """The failover report says what will happen: each row exact / re-reads N / not yet copied, headings and the
-top line summed from the rows (issue 13 item 7: a heading said "up to 0 record(s) re-read" above rows of
+top line summed from the rows (a heading once said "up to 0 record(s) re-read" above rows of
 2,460-2,615 records that were in fact not copied yet)."""
 
 from __future__ import annotations
