@@ -211,8 +211,8 @@ def signal_group(pgid: int, sig: int) -> None:
 def wait_group_vanished(pgid: int, timeout: float, leader: int | None = None) -> bool:
     """Wait until even zombies of group ``pgid`` are reaped (True), or ``timeout`` passes (False).
 
-    Exited processes whose parent already died linger until init reaps them (about 1.5 s on these
-    machines); ``leader`` is reaped here if it is our child.
+    Exited processes whose parent already died linger until init reaps them; ``leader`` is reaped here if it is our
+    child.
     """
     deadline = time.monotonic() + timeout
     while True:

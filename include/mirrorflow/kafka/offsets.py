@@ -23,8 +23,7 @@ def list_offsets(
 ) -> dict[TopicPartition, Any]:
     """The futures of one ``OffsetSpec`` for every partition, asked in calls of ``LIST_OFFSETS_CHUNK`` partitions.
 
-    Why chunks: one admin call's cost grows faster than its partition count (10,000 partitions in one call took
-    several times as long as the same partitions in calls of 1,000 on the embedded broker), while the calls of the
+    Why chunks: one admin call's cost grows faster than its partition count (BENCHMARKS.md), while the calls of the
     chunks are all sent before any answer is awaited, so a chunk costs no extra round trip and is counted as part
     of one call (``kafka_calls.one_call``).
     """

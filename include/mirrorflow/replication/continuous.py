@@ -80,9 +80,8 @@ def _batches(
             batch.lag,
         )
         # The pause is for an idle source. A batch that copied records (or left some behind) is followed at once by
-        # the next: records are arriving, and a pause would only add to their latency. At a steady 2,000 records/s
-        # the 5 s default pause made p99 about 8 s (benchmarks/continuous_latency.py); without it, about two
-        # batches (p99 < 5 s).
+        # the next: records are arriving, and a pause would only add to their latency (benchmarks/continuous_latency.py
+        # measures it).
         wait = 0.0 if batch.records or batch.lag else pause
         if time.monotonic() + wait >= deadline or not batch.ok or stop_signal.pause(wait):
             if signal_name := stop_signal.requested():

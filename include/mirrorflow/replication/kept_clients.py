@@ -1,14 +1,13 @@
 """Kafka clients a process keeps between work units, so a unit of a few records does not pay for new ones.
 
-Why: a unit's clients cost more than its copy when it has little to copy. Measured on 1,000 partitions
-with 10 new records each (in-process, 8 threads, thread-seconds summed over the units): a new source consumer's
-first watermark read, assign and close took 61 s, the progress consumer's read and close 46 s, and the
-transactional producer's connect and ``init_transactions`` 75 s, of 290 s in all. The plain loop uses one
-consumer and one producer for all 1,000 partitions.
+Why: a unit's clients cost more than its copy when it has little to copy: a new source consumer's first watermark
+read, assign and close, the progress consumer's read, and a transactional producer's connect and
+``init_transactions`` were most of a small unit's time (BENCHMARKS.md). MM2's task uses one consumer and one
+producer for all its partitions.
 
 So a process keeps idle clients, by configuration, and lends them to its units: consumers are re-assigned (a
 consumer holds no state a unit depends on once it is unassigned; librdkafka discards what it fetched for a
-partition no longer assigned), and a transactional producer is kept per ``transactional.id`` (see ``copy``).
+partition no longer assigned), and a transactional producer is kept per ``transactional.id`` (see ``producers``).
 A lent client is used by one unit (one thread) at a time. Spark reuses its Python workers, so on Spark Connect
 the clients also last from one run to the next; the in-process executor closes them after each wave.
 """

@@ -2,8 +2,8 @@
 
 Why a lane reader: the units of a lane copy one partition after the other (``copy.copy_units``). With a consumer
 assigned to one partition at a time, every unit paid its own assignment, fetch start and end-of-partition round
-trip, and each fetch carried one partition: at 10,000 partitions with a few new records each that was most of a
-run. A MirrorMaker 2 task instead has one consumer for all its partitions, and every fetch carries all of them.
+trip, and each fetch carried one partition: on a wide flow with a few new records per partition that was most of
+a run. A MirrorMaker 2 task instead has one consumer for all its partitions, and every fetch carries all of them.
 ``LaneReader`` does that for a lane: its consumer is assigned every partition the lane plans to copy, each at the
 offset the run planned from, and what a fetch brings is kept per partition until that partition's unit takes it.
 

@@ -90,8 +90,8 @@ class LaneTransaction:
 
     def store_left(self) -> None:
         """Store the progress of the spans left to the lane (``leave``) in the open transaction, once the lane's
-        producer was flushed: one flush for all of them rather than one per unit, which was a unit's largest cost at
-        10,000 partitions. A span whose records failed fails the whole transaction: raised as the unit's failure,
+        producer was flushed: one flush for all of them rather than one per unit, which was a small unit's largest
+        cost. A span whose records failed fails the whole transaction: raised as the unit's failure,
         retriable (every pending unit is copied again, each with a transaction of its own, see ``share_transaction``).
         """
         left, self.left = self.left, []

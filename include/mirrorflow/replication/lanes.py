@@ -10,9 +10,9 @@ from .units import UnitSpec
 
 TRANSACTION_SLOTS = 64
 """Exactly-once: the partitions of a family share this many ``transactional.id``s (``transactional_id``), as an MM2
-task's partitions share its one producer, so a run over 10,000 partitions makes (and fences with
+task's partitions share its one producer, so a run over thousands of partitions makes (and fences with
 ``init_transactions``) at most this many transactional producers, not one per partition, and its later units reuse
-them (``KEEP_PRODUCERS``). A topic's partitions take consecutive slots from a point its name gives, so the partitions
+them (``tuning.KEEP_PRODUCERS``). A topic's partitions take consecutive slots from a point its name gives, so the partitions
 of one topic do not share an id until it has more partitions than there are slots. Fencing is unchanged: every copy
 of a partition, by any run, retry or zombie, uses the same id, so the newest holder fences all the others. The family
 is part of the id because runs of two families of a flow may run at once and must not fence each other. Units that
@@ -20,15 +20,13 @@ share an id run one after the other in one thread of one task (``lanes``): two a
 
 
 TASK_UNITS = 64
-"""A wave runs as at most this many Spark tasks (``task_shares``), each copying its share with ``UNIT_THREADS``
-threads."""
+"""A wave runs as at most this many Spark tasks (``task_shares``), each copying its share with
+``tuning.UNIT_THREADS`` threads."""
 
 TASK_RECORDS = 50_000
-"""Records a Spark task is planned to copy before the wave is spread over one more task (``task_shares``). A task
-copies about 100,000 records a second, so a wave smaller than this is mostly waits on the clusters, which threads
-overlap as well as processes do; spread over one task per lane it paid a Spark task and a Python worker per lane and
-overlapped only as many lanes as the server has task slots (BENCHMARKS.md, "Figures behind the copier's
-settings"). A large wave
+"""Records a Spark task is planned to copy before the wave is spread over one more task (``task_shares``). A wave
+this small is mostly waits on the clusters, which threads overlap as well as processes do; spread over one task per lane it paid a Spark task and a Python worker per lane and overlapped only as
+many lanes as the server has task slots (BENCHMARKS.md, "Figures behind the copier's settings"). A large wave
 still gets a task per lane (a partition's copy then has a Python worker, and a core, to itself). A unit's own work
 (its consumer's assignment and first fetch, its progress record) counts as ``UNIT_RECORDS`` records, so a wave of
 thousands of small units, which holds a Python process's one core busy, is spread over a few tasks too."""

@@ -244,9 +244,8 @@ def progress_since(
     Why: a work unit must read its partition's progress after fencing older producers (a zombie may have committed
     since the run planned), but the run has just read the whole progress topic up to ``start`` (its ``reached``)
     and knows the answer there (``known``). Only what was written since can change it, and on a long-lived flow
-    the whole partition is every checkpoint of ~1/25 of the flow's partitions since the last compaction: reading
-    it from the beginning took 56 ms per unit at 1,000 partitions on the embedded broker, and grows with the flow's
-    age. Read committed, in order: the last record under ``key`` wins, a tombstone clears.
+    the whole partition is every checkpoint of a share of the flow's partitions since the last compaction: reading
+    it from the beginning costs a unit more the older the flow is. Read committed, in order: the last record under ``key`` wins, a tombstone clears.
     """
     return progress_since_many(consumer_config, topic, {(partition, key): known}, {partition: start}, timeout)[
         (partition, key)

@@ -87,7 +87,7 @@ class RunReport:
 
     def to_dict(self) -> dict[str, Any]:
         # ``PartitionReport`` holds plain values only: a copy of its fields is what ``asdict`` would make, without
-        # its recursion, which cost more than a scheduled run's plan at 10,000 partitions.
+        # its recursion, which cost more than a scheduled run's plan on a wide flow.
         data = {**asdict(replace(self, partitions=[])), "partitions": [dict(vars(p)) for p in self.partitions]}
         data["ok"], data["records"], data["lag"] = self.ok, self.records, self.lag
         data["max_lag_seconds"] = self.max_lag_seconds

@@ -85,8 +85,8 @@ def _together(*calls: Callable[[], Any]) -> list[Any]:
     once all ended. Each runs in a copy of this context, so its Kafka calls count as the run's (``kafka_calls``).
 
     Why: a plan's requests (offsets, stored progress, topic ids) wait on the clusters one round trip or more each and
-    do not depend on each other, so they overlap: at 10,000 partitions, one after the other, their waits were most of
-    a scheduled run with nothing new.
+    do not depend on each other, so they overlap: one after the other, on a wide flow, their waits were most of a
+    scheduled run with nothing new.
     """
     with ThreadPoolExecutor(len(calls), thread_name_prefix="mirrorflow-plan") as pool:
         futures = [pool.submit(contextvars.copy_context().run, call) for call in calls]
@@ -391,7 +391,7 @@ class _Run:
         """Records now at the last copied offsets, where topic ids cannot tell incarnations apart, of the partitions
         this run would copy from their stored progress. A partition with nothing new copies nothing, so a new
         incarnation there can wait for the run that has records to copy, which reads its fingerprint: a scheduled
-        run with nothing new reads no record (one per partition was most of its plan at 10,000 partitions)."""
+        run with nothing new reads no record (one per partition was most of its plan on a wide flow)."""
         wanted = {}
         for tp in known:
             key = (tp.topic, tp.partition)
