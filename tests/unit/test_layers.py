@@ -63,7 +63,7 @@ def test_the_checkout_keeps_every_contract(copy: Path) -> None:
             "no import cycles between the modules of a package BROKEN",
         ),
         # Airflow in the library
-        ("mirrorflow/wire.py", "import airflow", "mirrorflow.wire -> airflow"),
+        ("mirrorflow/wire/__init__.py", "import airflow", "mirrorflow.wire -> airflow"),
     ],
 )
 def test_a_deliberate_violation_breaks_its_contract(copy: Path, module: str, line: str, said: str) -> None:
