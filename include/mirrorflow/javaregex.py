@@ -18,6 +18,9 @@ operator can fix; a silently different filter replicates the wrong data.
 
 Output patterns must be compiled with ``re.ASCII`` (:func:`compile_java` does).
 
+One module, not a package: the translator is a single scanner whose steps share one position, group stack and
+flag state, so any cut through ``_Translator`` would pass that state back and forth rather than separate concerns.
+
 Known, documented approximations (all irrelevant to Kafka topic, group and config
 names, which never contain these characters):
 

@@ -6,6 +6,7 @@ problem with its file and line.
 
 from __future__ import annotations
 
+from .load import load_config, parse_config
 from .model import (
     ClusterConfig,
     Family,
@@ -18,7 +19,6 @@ from .model import (
     Setting,
 )
 from .problems import ConfigError, Problem
-from .resolve import load_config, parse_config
 
 __all__ = [
     "ClusterConfig",

@@ -75,3 +75,15 @@ class ConfigError(ValueError):
         errors = [p for p in problems if p.severity == "error"]
         lines = "\n".join(f"  {p}" for p in errors)
         super().__init__(f"{len(errors)} configuration error(s):\n{lines}")
+
+
+def dedupe_problems(problems: Problems) -> None:
+    """Drop repeats of a problem (the same key read by several flows reports the same finding), keeping the first."""
+    seen: set[tuple[object, ...]] = set()
+    unique = []
+    for p in problems.items:
+        ident = (p.severity, p.message, p.file, p.line, p.key)
+        if ident not in seen:
+            seen.add(ident)
+            unique.append(p)
+    problems.items[:] = unique

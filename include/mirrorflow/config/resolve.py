@@ -8,10 +8,12 @@ Precedence follows Kafka's ``MirrorMakerConfig`` (``clientConfig``/``connectorBa
   (a mirrorflow extension: MM2 drops it), ``<src>-><tgt>.<role>.*``, ``<alias>.<role>.*`` and the
   security keys again (MM2 copies them into ``<role>.*`` when absent), ``<src>-><tgt>.<side>.<role>.*``.
 
-All problems are collected and raised together as one ``ConfigError``, each at a ``file:line``.
+All problems are collected and raised together as one ``ConfigError``, each at a ``file:line``. Reading the file
+is ``load``'s; a flow's families are built and checked in ``families``, what one scope's keys contribute to the
+client settings in ``settings``, and which flow an error belongs to (a partial load) in ``blame``.
 
-Validation must stay linear in the size of the file (Airflow re-parses it at every DAG parse, with a
-30 s timeout): N clusters make N*(N-1) pairs, so only the pairs the file names are resolved when it is
+Validation must stay linear in the size of the file (Airflow re-parses it at every DAG parse, under a
+timeout): N clusters make N*(N-1) pairs, so only the pairs the file names are resolved when it is
 loaded; the others share the top-level settings, are checked once through one representative pair,
 and are built on first use (:class:`~.model.FlowTable`). Per-flow work reads precomputed per-scope
 tables instead of scanning every key again.
@@ -20,11 +22,9 @@ tables instead of scanning every key again.
 from __future__ import annotations
 
 import difflib
-import hashlib
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from functools import cache, lru_cache
-from pathlib import Path
+from functools import lru_cache
 
 from ..classpath import ClassLoadError
 from ..filters import (
@@ -40,18 +40,14 @@ from ..filters import (
 from ..javaregex import JavaRegexError
 from ..policy import PolicyError, ReplicationPolicy, load_policy
 from ..redact import is_secret
+from .blame import blame_flows
+from .families import build_families
 from .keys import (
     CLIENT_ROLES,
     CONNECTOR_KEYS,
-    DEFAULT_FAMILY,
-    DEFAULT_FAMILY_ATTRIBUTES,
     DEPRECATED_ALIASES,
-    FAMILIES,
-    FAMILY_ATTRIBUTES,
     FAMILY_PREFIX,
     INT64_MAX,
-    MIRRORFLOW_PREFIX,
-    SCHEDULE,
     TOP_LEVEL_KEYS,
     WORKER_PREFIXES,
     KeySpec,
@@ -60,25 +56,23 @@ from .keys import (
 )
 from .model import (
     ClusterConfig,
-    Family,
     FlowConfig,
     FlowTable,
     MirrorConfig,
     Origin,
     Role,
-    Schedule,
     Setting,
     Side,
     parse_duration,
     parse_schedule,
     split_names,
 )
-from .problems import ConfigError, Problems, shorten
-from .properties import Entry, PropertiesSyntaxError, lost_backslashes, parse_properties, read_properties_file
+from .problems import ConfigError, Problems, dedupe_problems, shorten
+from .properties import Entry, lost_backslashes
 from .providers import resolve_references
+from .settings import Mapper, client_key, default_of, flow_client_key, origin_of, project, strip_prefix
 
 _ALIAS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
-_FAMILY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 _DOTTED_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$")
 _ARROW_LOOKALIKES = ("→", "=>", "-&gt;", "—>", "–>")
 # Java's Integer.parseInt syntax with ASCII digits only (Python's int() also takes "1_000" and "١٢").
@@ -87,84 +81,6 @@ _KNOWN_KEYS = (*CONNECTOR_KEYS, *TOP_LEVEL_KEYS)
 _NEW_NAME_OF = {new: old for old, new in DEPRECATED_ALIASES.items()}
 
 Pair = tuple[str, str]
-
-
-#: Resolved configurations by file content (its path and a digest of its bytes: a modification time can miss two
-#: writes within the file system's clock tick) and arguments: a process that loads the same unchanged file again (a
-#: DAG file's factories, the triggerer's sensors, a task's hooks) gets the same object without resolving it again.
-#: Files with ``${provider:...}`` references are never cached, since what they point at can change while the file
-#: does not.
-_LOADED: dict[tuple[object, ...], MirrorConfig] = {}
-_LOADED_MAX = 8
-
-
-def _file_key(path: str | Path, overrides: Sequence[Entry], partial: bool) -> tuple[object, ...] | None:
-    try:
-        digest = hashlib.blake2b(Path(path).read_bytes(), digest_size=16).digest()
-        key = (str(Path(path).resolve()), digest, partial, tuple(overrides))
-        hash(key)
-        return key
-    except (OSError, ValueError, TypeError):  # unreadable (the load names the problem), or unhashable overrides
-        return None
-
-
-def load_config(path: str | Path, *, overrides: Sequence[Entry] = (), partial: bool = False) -> MirrorConfig:
-    """Read and resolve a configuration file; raises ``ConfigError`` listing every problem.
-
-    ``overrides`` (e.g. from an Airflow connection, see :mod:`.overrides`) replace the file's entries
-    of the same key. With ``partial``, a flow whose own settings are broken is left out (and listed in
-    ``MirrorConfig.broken_flows``) instead of failing the whole file, so the DAGs of the other flows
-    still load; problems no flow can be blamed for still raise. An unchanged file is parsed once per
-    process (see ``_LOADED``).
-    """
-    key = _file_key(path, overrides, partial)
-    if key is not None and key in _LOADED:
-        return _LOADED[key]
-    config, cacheable = _load_config(path, overrides, partial)
-    if key is not None and cacheable:
-        if len(_LOADED) >= _LOADED_MAX:
-            _LOADED.pop(next(iter(_LOADED)))
-        _LOADED[key] = config
-    return config
-
-
-def _load_config(path: str | Path, overrides: Sequence[Entry], partial: bool) -> tuple[MirrorConfig, bool]:
-    problems = Problems()
-    try:
-        entries = read_properties_file(path)
-    except PropertiesSyntaxError as exc:  # also a file that is not UTF-8
-        problems.error(exc.message, file=exc.file, line=exc.line)
-        raise ConfigError(problems.items) from None
-    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
-        problems.error(f"cannot read configuration file: {getattr(exc, 'strerror', None) or exc}", file=str(path))
-        raise ConfigError(problems.items) from None
-    if overrides:
-        replaced = {e.key for e in overrides}
-        entries = [e for e in entries if e.key not in replaced] + list(overrides)
-    cacheable = not any(e.via or "${" in e.value for e in entries)
-    return resolve_entries(entries, str(path), problems, partial=partial), cacheable
-
-
-def parse_config(text: str, file: str = "<string>") -> MirrorConfig:
-    """Resolve configuration text (tests, Airflow variables)."""
-    problems = Problems()
-    try:
-        entries = parse_properties(text, file)
-    except PropertiesSyntaxError as exc:
-        problems.error(exc.message, file=exc.file, line=exc.line)
-        raise ConfigError(problems.items) from None
-    return resolve_entries(entries, file, problems)
-
-
-def _origin(entry: Entry) -> Origin:
-    return Origin("file", entry.file, entry.line, entry.key, via=entry.via)
-
-
-@cache
-def _default(spec: KeySpec) -> Setting:
-    """The default of a key (one shared, immutable Setting: every flow without the key has it)."""
-    kind = "mirrorflow-default" if spec.name.startswith(MIRRORFLOW_PREFIX) else "mm2-default"
-    return Setting(spec.default or "", Origin(kind))
 
 
 class _Resolver:
@@ -324,7 +240,7 @@ class _Resolver:
         """Client settings librdkafka types (``linger.ms``, ``enable.idempotence``): checked here, not at run time."""
         spec = client_spec(name) if name else None
         if spec is not None:
-            self._valid(spec, entry)
+            self.valid(spec, entry)
 
     def _warn_lost_backslashes(self, entry: Entry) -> None:
         if entry.raw is not None and lost_backslashes(entry.raw):
@@ -395,11 +311,11 @@ class _Resolver:
         result: dict[str, ClusterConfig] = {}
         clusters_entry = self.entries.get("clusters")
         for alias in self.aliases:
-            props = {k: Setting(e.value, _origin(e)) for k, e in self.per_cluster.get(alias, {}).items()}
+            props = {k: Setting(e.value, origin_of(e)) for k, e in self.per_cluster.get(alias, {}).items()}
             if "bootstrap.servers" not in props:
                 top = self.top.get("bootstrap.servers")
                 if top is not None:
-                    props["bootstrap.servers"] = Setting(top.value, _origin(top))
+                    props["bootstrap.servers"] = Setting(top.value, origin_of(top))
                 else:
                     self.err(
                         f"cluster '{alias}' has no bootstrap.servers (set {alias}.bootstrap.servers)",
@@ -410,7 +326,7 @@ class _Resolver:
                 self.err("bootstrap.servers is empty", self.per_cluster[alias]["bootstrap.servers"])
             for key, entry in self.per_cluster.get(alias, {}).items():
                 role, dot, name = key.partition(".")
-                self.check_client_key(name if dot and role in CLIENT_ROLES else _client_key(key), entry)
+                self.check_client_key(name if dot and role in CLIENT_ROLES else client_key(key), entry)
             result[alias] = ClusterConfig(alias, props)
         return result
 
@@ -427,23 +343,23 @@ class _Resolver:
                 or (old and self.top.get(old))
                 or None
             )
-            if entry is not None and self._valid(spec, entry):
+            if entry is not None and self.valid(spec, entry):
                 value = ", ".join(self._glob_star(entry)) if spec.type == "list" else entry.value.strip()
-                settings[name] = Setting(value, _origin(entry))
+                settings[name] = Setting(value, origin_of(entry))
             else:
-                settings[name] = _default(spec)
+                settings[name] = default_of(spec)
         for key, entry in overrides.items():
             if key.startswith(FAMILY_PREFIX):
-                settings[key] = Setting(entry.value.strip(), _origin(entry))
+                settings[key] = Setting(entry.value.strip(), origin_of(entry))
         if self._top_families is None:  # the same for every flow: computed once, not once per flow
             self._top_families = {
-                k: Setting(e.value.strip(), _origin(e)) for k, e in self.top.items() if k.startswith(FAMILY_PREFIX)
+                k: Setting(e.value.strip(), origin_of(e)) for k, e in self.top.items() if k.startswith(FAMILY_PREFIX)
             }
         for key, setting in self._top_families.items():
             settings.setdefault(key, setting)
         return settings
 
-    def _valid(self, spec: KeySpec, entry: Entry) -> bool:
+    def valid(self, spec: KeySpec, entry: Entry) -> bool:
         """Validate once per entry, however many flows read it."""
         key = (entry.key, entry.line)
         if key not in self._validated:
@@ -455,7 +371,7 @@ class _Resolver:
             if key in DEPRECATED_ALIASES:
                 self._deprecated(key, entry, self.per_flow[pair])
             elif key in CONNECTOR_KEYS:
-                self._valid(CONNECTOR_KEYS[key], entry)
+                self.valid(CONNECTOR_KEYS[key], entry)
             elif key.startswith(FAMILY_PREFIX):
                 if key.endswith(".topics"):
                     self._warn_lost_backslashes(entry)
@@ -464,7 +380,7 @@ class _Resolver:
                 or key.split(".", 1)[0] in CLIENT_ROLES
                 or key.startswith(("source.", "target.", *WORKER_PREFIXES))
             ):
-                self.check_client_key(_flow_client_key(key), entry)
+                self.check_client_key(flow_client_key(key), entry)
             else:
                 self._unknown(key, entry, f"flow {pair[0]}->{pair[1]}")
 
@@ -472,7 +388,7 @@ class _Resolver:
         """The client settings one scope contributes; the top-level and cluster ones are computed once."""
         layer = self._layers.get(cache_key)
         if layer is None:
-            layer = _project(scope, mapper)
+            layer = project(scope, mapper)
             self._layers[cache_key] = layer
         return layer
 
@@ -480,18 +396,18 @@ class _Resolver:
         alias = pair[0] if side == "source" else pair[1]
         cluster = self.per_cluster.get(alias, {})
         flow = self.per_flow.get(pair, {})
-        top_client = self._layer(("top", "client"), self.top, _client_key)
-        cluster_client = self._layer(("cluster", alias, "client"), cluster, _client_key)
+        top_client = self._layer(("top", "client"), self.top, client_key)
+        cluster_client = self._layer(("cluster", alias, "client"), cluster, client_key)
         layers = [
             top_client,
             cluster_client,
-            _project(flow, _strip(f"{side}.cluster.", client_only=True)),
-            self._layer(("top", role), self.top, _strip(f"{role}.")),
-            _project(flow, _strip(f"{role}.")),
+            project(flow, strip_prefix(f"{side}.cluster.", client_only=True)),
+            self._layer(("top", role), self.top, strip_prefix(f"{role}.")),
+            project(flow, strip_prefix(f"{role}.")),
             top_client,  # MM2 copies security keys into <role>.*
             cluster_client,
-            self._layer(("cluster", alias, role), cluster, _strip(f"{role}.")),
-            _project(flow, _strip(f"{side}.{role}.")),
+            self._layer(("cluster", alias, role), cluster, strip_prefix(f"{role}.")),
+            project(flow, strip_prefix(f"{side}.{role}.")),
         ]
         result: dict[str, Setting] = {}
         for layer in layers:
@@ -509,104 +425,12 @@ class _Resolver:
                 )
         return result
 
-    def families(self, pair: Pair, settings: dict[str, Setting]) -> list[Family]:
-        name = f"{pair[0]}->{pair[1]}"
-        default_schedule = (
-            parse_schedule(settings[SCHEDULE].value) if self._schedule_ok(settings[SCHEDULE]) else parse_schedule("5m")
-        )
-        listed = split_list(settings[FAMILIES].value)
-        origin = settings[FAMILIES].origin
-        result: list[Family] = []
-        for fam in listed:
-            if fam == DEFAULT_FAMILY:
-                self._err_at(
-                    origin,
-                    f"family name '{DEFAULT_FAMILY}' is reserved for topics matched by no family "
-                    f"(set its schedule with {FAMILY_PREFIX}{DEFAULT_FAMILY}.schedule)",
-                )
-                continue
-            if not _FAMILY_NAME.match(fam):
-                self._err_at(origin, f"family name '{fam}' must be letters, digits, '_' or '-' (used in DAG ids)")
-                continue
-            topics = settings.get(f"{FAMILY_PREFIX}{fam}.topics")
-            if topics is None:
-                self._err_at(
-                    origin,
-                    f"family '{fam}' of flow {name} has no topics "
-                    f"(set {pair[0]}->{pair[1]}.{FAMILY_PREFIX}{fam}.topics)",
-                )
-                continue
-            try:
-                patterns = PatternList.parse(topics.value)
-            except JavaRegexError as exc:
-                self._err_at(topics.origin, f"bad regex: {exc}")
-                continue
-            if not patterns.items:
-                self._err_at(topics.origin, f"family '{fam}' has an empty topics list")
-                continue
-            result.append(Family(fam, patterns, self._family_schedule(fam, settings, default_schedule), topics.origin))
-        result.append(
-            Family(
-                DEFAULT_FAMILY,
-                None,
-                self._family_schedule(DEFAULT_FAMILY, settings, default_schedule),
-                settings[SCHEDULE].origin,
-            )
-        )
-        for key, setting in settings.items():
-            if not key.startswith(FAMILY_PREFIX):
-                continue
-            # a family name has no dot (_FAMILY_NAME), an attribute may (alerts.lag.max.seconds)
-            fam, _, attr = key[len(FAMILY_PREFIX) :].partition(".")
-            if attr == "schedule":
-                self._schedule_ok(setting)
-            if attr not in FAMILY_ATTRIBUTES:
-                self._err_at(setting.origin, f"unknown family setting '{attr}' (known: {', '.join(FAMILY_ATTRIBUTES)})")
-            elif fam not in listed and not (fam == DEFAULT_FAMILY and attr in DEFAULT_FAMILY_ATTRIBUTES):
-                self._err_at(
-                    setting.origin, f"family '{fam}' is configured but not listed in {FAMILIES} of flow {name}"
-                )
-            elif FAMILY_ATTRIBUTES[attr].type == "int":
-                origin = setting.origin
-                entry = Entry(origin.key or key, setting.value, origin.file or self.path, origin.line or 1, origin.via)
-                self._valid(FAMILY_ATTRIBUTES[attr], entry)
-        self._check_overlaps(name, result)
-        return result
-
-    def _family_schedule(self, fam: str, settings: dict[str, Setting], fallback: Schedule) -> Schedule:
-        setting = settings.get(f"{FAMILY_PREFIX}{fam}.schedule")
-        if setting is None or not self._schedule_ok(setting):
-            return fallback
-        return parse_schedule(setting.value)
-
-    def _schedule_ok(self, setting: Setting) -> bool:
-        try:
-            parse_schedule(setting.value)
-        except ValueError as exc:
-            self._err_at(setting.origin, str(exc))
-            return False
-        return True
-
-    def _err_at(self, origin: Origin, message: str) -> None:
+    def err_at(self, origin: Origin, message: str) -> None:
         """At the value's line; a default value (no file) is blamed on line 1 of the file, as missing keys are."""
         if origin.file is None:
             self.problems.error(message, file=self.path, line=1, key=origin.key)
         else:
             self.problems.error(message, file=origin.file, line=origin.line, key=origin.key)
-
-    def _check_overlaps(self, flow_name: str, families: list[Family]) -> None:
-        from .overlap import example_overlap  # interegular: only when families are checked, not at every parse
-
-        named = [f for f in families if f.topics is not None]
-        for i, first in enumerate(named):
-            for second in named[i + 1 :]:
-                example = example_overlap(first.topics, second.topics)  # type: ignore[arg-type]
-                if example is not None:
-                    self._err_at(
-                        second.origin,
-                        f"flow {flow_name}: families '{first.name}' ({first.topics}) and "
-                        f"'{second.name}' ({second.topics}) both claim topics such as '{example}'",
-                    )
 
     def flow(self, pair: Pair) -> FlowConfig | None:
         self.check_flow_keys(pair)
@@ -625,10 +449,10 @@ class _Resolver:
             bad = settings["replication.policy.class"]
             if "separator" in str(exc):
                 bad = settings["replication.policy.separator"]
-            self._err_at(bad.origin, str(exc))
+            self.err_at(bad.origin, str(exc))
         filters = self._filters(settings)
         # Families of disabled flows are not validated: their DAGs do not exist.
-        families = self.families(pair, settings) if enabled else []
+        families = build_families(self, pair, settings) if enabled else []
         clients = {
             (side, role): self.client_settings(pair, side, role)
             for side in ("source", "target")
@@ -637,7 +461,7 @@ class _Resolver:
         if enabled and settings["mirrorflow.delivery"].value == "exactly-once":
             isolation = clients[("source", "consumer")]["isolation.level"]
             if isolation.value != "read_committed":
-                self._err_at(
+                self.err_at(
                     isolation.origin,
                     f"flow {pair[0]}->{pair[1]}: exactly-once delivery needs the source "
                     "consumer's isolation.level=read_committed",
@@ -665,53 +489,12 @@ class _Resolver:
             try:
                 built.append(load(settings[key].value)(*(settings[v].value for v in values)))
             except ClassLoadError as exc:
-                self._err_at(settings[key].origin, str(exc))
+                self.err_at(settings[key].origin, str(exc))
             except Exception as exc:  # noqa: BLE001 - a plug-in's own failure, reported at its line
-                self._err_at(settings[key].origin, f"'{shorten(settings[key].value)}' failed: {_describe(exc)}")
+                self.err_at(settings[key].origin, f"'{shorten(settings[key].value)}' failed: {_describe(exc)}")
         if len(built) < 3:
             return None
         return built[0], built[1], built[2]  # type: ignore[return-value]
-
-
-Mapper = Callable[[str], "str | None"]
-
-
-def _strip(prefix: str, client_only: bool = False) -> Mapper:
-    def mapper(key: str) -> str | None:
-        if not key.startswith(prefix):
-            return None
-        name = key[len(prefix) :]
-        return name if name and (not client_only or is_client_key(name)) else None
-
-    return mapper
-
-
-def _client_key(key: str) -> str | None:
-    return key if is_client_key(key) else None
-
-
-def _project(scope: Mapping[str, Entry], mapper: Mapper) -> dict[str, Setting]:
-    """``{client setting: value}`` of the keys of ``scope`` that ``mapper`` maps to a client setting."""
-    result: dict[str, Setting] = {}
-    for key, entry in scope.items():
-        name = mapper(key)
-        if name:
-            value = entry.value.strip() if client_spec(name) else entry.value  # typed: as Java's ConfigDef reads it
-            result[name] = Setting(value, _origin(entry))
-    return result
-
-
-def _flow_client_key(key: str) -> str | None:
-    """The client setting a flow-level key sets (``source.consumer.x``, ``consumer.x``, ``source.cluster.x``)."""
-    for side in ("source", "target"):
-        if key.startswith(f"{side}.cluster."):
-            name = key[len(side) + len(".cluster.") :]
-            return name if is_client_key(name) else None
-        for role in CLIENT_ROLES:
-            if key.startswith(f"{side}.{role}."):
-                return key[len(side) + len(role) + 2 :]
-    role, dot, name = key.partition(".")
-    return name if dot and role in CLIENT_ROLES else None
 
 
 @lru_cache(maxsize=4096)
@@ -728,7 +511,7 @@ def _describe(exc: BaseException) -> str:
 def resolve_entries(
     entries: list[Entry], path: str, problems: Problems | None = None, *, partial: bool = False
 ) -> MirrorConfig:
-    """Build the model from parsed entries; raise ``ConfigError`` if any error was found (see load_config)."""
+    """Build the model from parsed entries; raise ``ConfigError`` if any error was found (see ``load.load_config``)."""
     problems = problems or Problems()
     resolver = _Resolver(entries, path, problems)
     resolver.entries = resolve_references(resolver.entries, problems)
@@ -765,8 +548,8 @@ def resolve_entries(
         problems.warning("no replication flow is enabled (set <source>-><target>.enabled = true)", file=path, line=1)
     broken: dict[str, list[str]] = {}
     if partial and problems.errors:
-        broken = _blame_flows(problems, blamed, resolver.aliases)
-    _dedupe_problems(problems)
+        broken = blame_flows(problems, blamed, resolver.aliases)
+    dedupe_problems(problems)
     if problems.errors and not broken:
         raise ConfigError(problems.items)
     excluded = failed | {_pair_of(name) for name in broken}
@@ -780,7 +563,7 @@ def resolve_entries(
             representative,
             _builder(resolver) if representative is not None else None,
         ),
-        {k: Setting(e.value, _origin(e)) for k, e in resolver.top.items()},
+        {k: Setting(e.value, origin_of(e)) for k, e in resolver.top.items()},
         warnings=[str(p) for p in problems.warnings],
         broken_flows=broken,
     )
@@ -810,44 +593,3 @@ def _builder(resolver: _Resolver) -> Callable[[Pair], FlowConfig]:
         return flow
 
     return build
-
-
-def _blame_flows(problems: Problems, blamed: Mapping[int, Pair], aliases: list[str]) -> dict[str, list[str]]:
-    """Errors per flow they belong to, or {} when one error belongs to no flow (the file is broken).
-
-    An error belongs to a flow when it was found while resolving that flow, or when its key is the
-    flow's (``a->b.*``) or one of its clusters' (``a.*``: every flow of cluster ``a``).
-    """
-    known = set(aliases)
-    order = {alias: i for i, alias in enumerate(aliases)}
-    broken: dict[str, list[str]] = {}
-    for problem in problems.errors:
-        head = (problem.key or "").split(".", 1)[0]
-        culprits: list[Pair]
-        if id(problem) in blamed:
-            culprits = [blamed[id(problem)]]
-        elif "->" in head:
-            source, _, target = head.partition("->")
-            culprits = [(source, target)] if {source, target} <= known and source != target else []
-        elif head in known:
-            culprits = [(head, other) for other in aliases if other != head]
-            culprits += [(other, head) for other in aliases if other != head]
-            culprits.sort(key=lambda p: (order[p[0]], order[p[1]]))
-        else:
-            culprits = []
-        if not culprits:
-            return {}
-        for source, target in culprits:
-            broken.setdefault(f"{source}->{target}", []).append(str(problem))
-    return broken
-
-
-def _dedupe_problems(problems: Problems) -> None:
-    seen: set[tuple[object, ...]] = set()
-    unique = []
-    for p in problems.items:
-        ident = (p.severity, p.message, p.file, p.line, p.key)
-        if ident not in seen:
-            seen.add(ident)
-            unique.append(p)
-    problems.items[:] = unique

@@ -199,7 +199,7 @@ def client_config(java_props: Mapping[str, str], client_id: str) -> dict[str, An
     ``allow.auto.create.topics`` is off unless the user sets it: librdkafka turns it on for producer-type
     handles (the AdminClient is one), and with the broker's default ``auto.create.topics.enable=true`` a
     metadata request or a produce would create a missing topic with the broker's defaults (1 partition,
-    ``cleanup.policy=delete``). mirrorflow creates its topics itself (``topics.py``, ``internal_topics.py``).
+    ``cleanup.policy=delete``). mirrorflow creates its topics itself (``topics/``, ``internal_topics.py``).
     """
     config = librdkafka_config(java_props, client_id)
     config.setdefault("allow.auto.create.topics", False)
