@@ -28,13 +28,18 @@ constraints: install
 	@{ sed -n '1,2p' constraints.txt; $(BIN)/python -m pip freeze --exclude-editable | grep -iv '^mirrorflow'; } > constraints.txt.new
 	@mv constraints.txt.new constraints.txt
 
+# Test processes (pytest-xdist): each runs whole test files, with its own embedded clusters, Spark Connect server
+# and Airflow home. Most of a test's time is waiting on those, so two workers suit two cores.
+TEST_WORKERS ?= 2
+PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile
+
 # The whole suite (what CI runs), listing its 25 slowest tests at the end.
 test: lint
-	$(BIN)/python -m pytest --durations=25
+	$(BIN)/python -m pytest $(PYTEST_PARALLEL) --durations=25
 
-# Before a commit: lint and the fast tests (no broker, no Spark, no Airflow server), about two minutes.
+# Before a commit: lint and the fast tests (no broker, no Spark, no Airflow server), about a minute.
 check: lint
-	$(BIN)/python -m pytest tests/unit tests/dags -m "not integration" -q
+	$(BIN)/python -m pytest $(PYTEST_PARALLEL) tests/unit tests/dags -m "not integration" -q
 
 unit: install
 	$(BIN)/python -m pytest tests/unit

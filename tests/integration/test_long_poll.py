@@ -28,12 +28,11 @@ from mirrorflow.heartbeats import check_freshness, newest_heartbeat
 from mirrorflow.kafka import clients
 from mirrorflow.replication.executor import LocalExecutor
 from mirrorflow.replication.producers import close_kept_clients
-from mirrorflow.replication.progress import progress_topic
 from mirrorflow.replication.run import replicate
 from mirrorflow.status import flow_status
 from mirrorflow.verify import verify_flow
 from tests.configs import write_family_config
-from tests.kafka_helpers import admin, create_topic
+from tests.kafka_helpers import admin, create_topic, own_records
 from tests.longpoll_proxy import HeldFetch, LongPollProxy
 
 pytestmark = pytest.mark.integration
@@ -83,24 +82,25 @@ def long_poll_flow(tmp_path: Path, proxies: SimpleNamespace, kafka_clusters: Any
 def test_a_run_with_nothing_new_does_not_wait_for_the_long_poll(
     kafka_clusters: Any, proxies: SimpleNamespace, tmp_path: Path
 ) -> None:
-    config, _topic = long_poll_flow(tmp_path, proxies, kafka_clusters)
+    config, topic = long_poll_flow(tmp_path, proxies, kafka_clusters)
 
     first = replicate(config, FLOW, None, LocalExecutor())
-    # A heartbeats topic another test left on the shared clusters is replicated by every flow (MM2's rule).
-    assert first.ok and sum(p.records for p in first.partitions if p.topic != "heartbeats") == 6, first.errors
+    assert first.ok and own_records(first) == 6, first.errors
     assert long_polled(proxies) == [], f"the copying run waited for the long poll; phases {first.phases}"
 
     for proxy in proxies.all:
         proxy.reset()
     nothing_new = replicate(config, FLOW, None, LocalExecutor())
-    assert nothing_new.ok and nothing_new.records == 0, nothing_new.errors
+    assert nothing_new.ok and own_records(nothing_new) == 0, nothing_new.errors
     assert proxies.all[1].fetches > 0  # the plan read the (transactional) progress topic through the proxy
     assert long_polled(proxies) == [], f"a run with nothing new waited for the long poll; phases {nothing_new.phases}"
 
-    # The control: a consumer with the flow's own settings waits there (the proxy holds its last, empty fetch).
+    # The control: a consumer with the flow's own settings, reading to the end of a topic this run wrote in
+    # transactions, waits there (the proxy holds its last, empty fetch). This test's own remote topic, not the shared
+    # progress topic: another test's killed run may leave a transaction open there, and no reader reaches its end.
     flow = config.flow("primary", "backup")
     target = clients.client_properties(flow, "target", "consumer", **{"enable.partition.eof": True})
-    assert _reads_to_the_end(target, progress_topic("primary"))
+    assert _reads_to_the_end(target, f"primary.{topic}")
     assert long_polled(proxies), "the proxy held no fetch: the test would not see a reader that waits"
 
 
@@ -120,7 +120,7 @@ def test_status_checkpoints_heartbeats_and_verify_do_not_wait_for_the_long_poll(
     # The tail of a topic the copy wrote in transactions (the replicated heartbeats topic is one such).
     assert newest_heartbeat(flow, topic=f"primary.{topic}") is None
     verified = verify_flow(config, FLOW)
-    mine = [p for p in verified.partitions if p.topic != "heartbeats"]  # another test's heartbeats: not this copy
+    mine = [p for p in verified.partitions if p.topic == topic]  # another test's heartbeats: not this copy
     assert [p.status for p in mine] == ["identical", "identical"], verified.partitions
 
     assert long_polled(proxies) == []

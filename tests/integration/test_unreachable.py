@@ -5,6 +5,10 @@ whose launcher the CLI does not even start, and ``--in-process``), the Spark app
 ``spark-submit``, and the mirror DAG's tasks with ``dag.test()``. The other cluster of the flow is a real one,
 so the error must name exactly the dead cluster: alias, role and bootstrap servers. The requirement is 30 s;
 the assertions allow 60 s so a loaded CI machine does not make them flaky, and each test prints its time.
+
+The flows set ``mirrorflow.cluster.timeout`` to ``SHORT_TIMEOUT_S``: a dead cluster is named when the timeout (or
+the grace after every broker refused, whichever is shorter) ends, so each entry point is checked to honour the
+configured timeout without waiting out the default. One case keeps the default, end to end.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ LIMIT_S = 60.0  # the requirement is 30 s (default mirrorflow.cluster.timeout); 
 UNRESOLVABLE = "no-such-host.invalid:9092"  # .invalid never resolves (RFC 6761)
 # (dead side, how it is dead): a free port nobody listens on (connection refused), or a name that never resolves.
 CASES = [("source", "refused"), ("target", "refused"), ("source", "unresolvable")]
+SHORT_TIMEOUT_S = 2
 IDS = [f"{side}-{how}" for side, how in CASES]
 
 
@@ -39,9 +44,9 @@ def dead_bootstrap(how: str) -> str:
     return UNRESOLVABLE if how == "unresolvable" else f"127.0.0.1:{free_port()}"
 
 
-def write_config(path: Path, primary: str, backup: str, prefix: str) -> Path:
+def write_config(path: Path, primary: str, backup: str, prefix: str, timeout: int | None = SHORT_TIMEOUT_S) -> Path:
     path.write_text(
-        "clusters = primary, backup\n"
+        (f"mirrorflow.cluster.timeout = {timeout}s\n" if timeout is not None else "") + "clusters = primary, backup\n"
         f"primary.bootstrap.servers = {primary}\n"
         f"backup.bootstrap.servers = {backup}\n"
         "primary->backup.enabled = true\n"
@@ -55,13 +60,16 @@ def write_config(path: Path, primary: str, backup: str, prefix: str) -> Path:
     return path
 
 
-def config_with_dead(tmp_path: Path, clusters: Any, side: str, how: str) -> tuple[Path, str, str]:
-    """(config file, the expected one-line error's start, the dead bootstrap) with one cluster dead."""
+def config_with_dead(
+    tmp_path: Path, clusters: Any, side: str, how: str, timeout: int | None = SHORT_TIMEOUT_S
+) -> tuple[Path, str, str]:
+    """(config file, the expected one-line error's start, the dead bootstrap) with one cluster dead; ``timeout``
+    None leaves ``mirrorflow.cluster.timeout`` at its default."""
     dead = dead_bootstrap(how)
     primary, backup = (dead, clusters.backup) if side == "source" else (clusters.primary, dead)
     alias = "primary" if side == "source" else "backup"
     prefix = f"unr{uuid.uuid4().hex[:6]}"
-    config = write_config(tmp_path / "mm2.properties", primary, backup, prefix)
+    config = write_config(tmp_path / "mm2.properties", primary, backup, prefix, timeout)
     return (
         config,
         f"error: cluster '{alias}' ({side} of primary->backup, bootstrap.servers {dead}) did not answer",
@@ -93,7 +101,10 @@ def assert_one_line(text: str, expected_start: str, how: str) -> str:
 def test_replicate_cli_names_the_dead_cluster_in_one_line(
     kafka_clusters: Any, tmp_path: Path, side: str, how: str, in_process: bool
 ) -> None:
-    config, expected, _dead = config_with_dead(tmp_path, kafka_clusters, side, how)
+    default_timeout = (side, how, in_process) == ("source", "refused", False)  # one case end to end as shipped
+    config, expected, _dead = config_with_dead(
+        tmp_path, kafka_clusters, side, how, None if default_timeout else SHORT_TIMEOUT_S
+    )
     report = tmp_path / "report.json"
     args = ["replicate", "--config", str(config), "--flow", "primary->backup", "--family", "main"]
     result, seconds = mirrorflow(*args, "--report", str(report), *(["--in-process"] if in_process else []))
