@@ -39,7 +39,7 @@ from mirrorflow_dev.devcluster import ClusterSpec, DevClusters
 from tests.conftest import distinct_free_ports, external_test_clusters
 from tests.kafka_helpers import admin, create_topic, produce, read_all, unique_alias, unique_topic_name
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # the kill matrix
 REPO = Path(__file__).resolve().parents[2]
 
 
