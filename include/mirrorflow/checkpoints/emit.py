@@ -321,8 +321,8 @@ class _TopicMemo:
 #: The checkpoint producer's settings over the flow's: every write acknowledged by all in-sync replicas, and one
 #: request in flight, so a retried batch never lands after a later one (the settings Kafka Connect gives MM2's own
 #: producers). Not idempotent: a retried checkpoint is the same record (readers keep the last per key, compaction
-#: too), while an idempotent producer that writes at once first waits 0.5-1 s for its producer id, most of a small
-#: flow's run (``benchmarks/checkpoints.py``, commit -> checkpoint).
+#: too), while an idempotent producer that writes at once first waits for its producer id, most of a small flow's
+#: run (``benchmarks/checkpoints.py``, commit -> checkpoint).
 CHECKPOINT_PRODUCER: dict[str, Any] = {"acks": "all", "max.in.flight.requests.per.connection": 1}
 
 

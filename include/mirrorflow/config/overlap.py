@@ -20,8 +20,8 @@ import interegular.fsm
 
 from ..filters import PatternList
 
-# interegular builds deterministic automata, which can be exponentially large (``.*a.{12}`` took 44 s,
-# ``.*a.{16}`` did not finish) while Airflow parses the file every 30 s. Every automaton it builds goes
+# interegular builds deterministic automata, which can be exponentially large (``.*a.{16}`` does not
+# finish in any useful time; BENCHMARKS.md) while Airflow parses the file every 30 s. Every automaton it builds goes
 # through ``interegular.fsm.crawl``, so that function is replaced by an equivalent one that (1) finds
 # known states with a dict instead of ``list.index`` (linear instead of quadratic in the states) and
 # (2) counts transitions against a budget while :func:`example_overlap` runs. Past the budget the

@@ -77,8 +77,8 @@ def bounded_reader(config: Mapping[str, Any], **overrides: Any) -> dict[str, Any
     (librdkafka's default 500 ms), and such a reader often learns it reached its end only from that empty fetch:
     the end-of-partition event, or a read_committed range ending in a transaction marker, which is never delivered.
     A kept consumer (``replication.kept_clients``) also waits out the fetch its last assignment left at the broker
-    before its next assignment's first fetch. That cost an exactly-once run with nothing new 0.5 s of its plan, and
-    a copy about that per unit. A reader that knows its end never waits for new records, so it asks for a short
+    before its next assignment's first fetch. That cost an exactly-once run with nothing new most of its plan,
+    and a copy about as much per unit. A reader that knows its end never waits for new records, so it asks for a short
     wait (``BOUNDED_READ_WAIT_MS``) over whatever the flow sets (a long poll suits a consumer waiting for new
     records; no mirrorflow reader is one): at its end, a few more empty fetches before it stops; while records
     remain, fetches return them at once as before.

@@ -305,7 +305,7 @@ class SparkConnectExecutor:
         session = self.session(units[0].source_consumer, units[0].target_producer)  # a run's units share them
         shares = task_shares(units)
         # A share's units pickled together: the settings every unit of a run shares (client configurations, topic
-        # names) are written once per share, not once per unit (10,000 units made a task binary of 12 MiB).
+        # names) are written once per share, not once per unit (a wide run's task binary grew with its units).
         payload = [pickle.dumps([units[i] for i in share]) for share in shares]
         # A task per share: a range of as many numbers as partitions gives each partition one number.
         frame = session.range(0, len(shares), 1, len(shares)).mapInArrow(

@@ -2,7 +2,7 @@
 
 Why: a chunk is mostly waiting when it holds a few records (a consumer per side, a fetch, the end of the partition),
 and a flow of many small partitions is one such chunk per partition. Read one after the other, each paid those
-waits in full: 0.4 s a partition, an hour for 10,000 partitions, against a fraction of a second for their records.
+waits in full, far more than reading their records costs.
 Here a lane's chunks are read by one source and one target consumer, each assigned every chunk's partition at once
 (a *wave*), so a fetch serves many chunks and the end of every partition is learned in the same round trips. A
 partition's consecutive chunks in a lane are one *chain*: read on from one chunk into the next, never fetched twice.
@@ -174,8 +174,8 @@ class _Reader:
         """The consumer, knowing where ``topics``' partitions are.
 
         Why: librdkafka asks for the metadata of a topic its consumer has not seen only at its next topic scan, once
-        a second, so a consumer assigned in a later wave to a topic it had not read waited about 1 s before its
-        first fetch (measured). A new consumer does not: its first assignment's metadata request covers its topics.
+        a second, so a consumer assigned in a later wave to a topic it had not read waited up to that second before
+        its first fetch. A new consumer does not: its first assignment's metadata request covers its topics.
         Many new topics are asked for in one request (every topic's metadata), a few one by one.
         """
         if self._consumer is None:
