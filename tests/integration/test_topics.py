@@ -34,13 +34,13 @@ from mirrorflow.topics import (
     DELETED,
     PreparationReport,
     TopicPlan,
-    _grow_partitions,
     config_changes,
     creation_configs,
     discover,
     prepare_target,
     remote_acl_bindings,
 )
+from mirrorflow.topics.prepare import _grow_partitions
 from tests.kafka_helpers import create_topic, unique_topic_name
 
 pytestmark = pytest.mark.integration

@@ -20,7 +20,6 @@ from __future__ import annotations
 from .acls import remote_acl_bindings
 from .configs import DELETED, config_changes, creation_configs
 from .plan import CreatedTopic, PreparationReport, TopicPlan, acl_to_dict, discover, only
-from .prepare import _grow_partitions as _grow_partitions  # the integration tests call this step alone
 from .prepare import prepare_family, prepare_target, sync_not_due
 
 __all__ = [
