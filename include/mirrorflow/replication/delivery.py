@@ -117,9 +117,9 @@ class Fenced(Exception):
 class SpanReports:
     """The delivery reports of the records a unit sent since its last checkpoint (a span), and what they prove.
 
-    ``sent_offsets`` holds the source offsets in send order; ``acked`` the target offsets reported one by one;
-    ``batches`` the consumer batches reported by their ends only (``ReportedBatch``); ``errors`` each failed record
-    as (source offset, error, bytes). The lists are cleared in place: the delivery callback holds them. ``broken``
+    ``sent_offsets`` holds the source offsets in send order, ``sent_bytes`` their size; ``acked`` the target offsets
+    reported one by one; ``batches`` the consumer batches reported by their ends only (``ReportedBatch``);
+    ``errors`` each failed record as (source offset, error, bytes). The lists are cleared in place: the delivery callback holds them. ``broken``
     is set once a report shows the producer fenced or fatally failed, so the unit does not keep it.
     """
 
@@ -127,6 +127,7 @@ class SpanReports:
         self.where = where  # "topic[partition] -> remote topic", for the failure's words
         self.per_record = per_record  # a report for every record, not only each batch's ends
         self.sent_offsets: list[int] = []
+        self.sent_bytes = 0
         self.acked: list[int] = []
         self.failed = 0
         self.errors: list[tuple[int, KafkaError, int]] = []
@@ -153,7 +154,7 @@ class SpanReports:
         self.sent_offsets.clear()
         self.acked.clear()
         self.batches.clear()
-        self.failed = 0
+        self.failed = self.sent_bytes = 0
 
     def all_reported(self) -> bool:
         return len(self.acked) + self.failed >= len(self.sent_offsets)

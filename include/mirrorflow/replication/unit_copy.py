@@ -89,7 +89,6 @@ class UnitCopy:
         where = f"{spec.topic}[{spec.partition}] -> {spec.remote_topic}"
         self.reports = SpanReports(where, per_record=not self.exactly_once)
         self.sent_total = 0
-        self.sent_bytes = 0  # bytes sent since the last checkpoint
         self.bytes_total = 0
         self.last_message: Any = None  # the last record sent: its offset and fingerprint go with the progress
         self.source_last: str | None = None
@@ -122,7 +121,6 @@ class UnitCopy:
 
     def attempt(self) -> UnitResult:
         """Run the unit; the outcome, never an exception."""
-        spec = self.spec
         try:
             self.run()
             return self.result
@@ -135,8 +133,7 @@ class UnitCopy:
             error = exc.args[0] if exc.args else exc
             if isinstance(error, KafkaError) and error.fatal():
                 self.broken = True
-            where = f"{spec.topic}[{spec.partition}] -> {spec.remote_topic}"
-            return self.ended("failed", f"{where}: {kafka_words(error)}", retriable=is_retriable(error))
+            return self.ended("failed", f"{self.reports.where}: {kafka_words(error)}", retriable=is_retriable(error))
         except TimeoutError as exc:
             return self.ended("failed", str(exc), retriable=True)
         except Exception as exc:  # noqa: BLE001 - reported per partition in the run report
@@ -185,7 +182,7 @@ class UnitCopy:
                 # are copied again from the stored progress, each with its own report, so the offsets stay exact
                 # and a failure names its record.
                 if not self._abort():
-                    raise UnitFailed(f"{spec.topic}[{spec.partition}] -> {spec.remote_topic}: {why}") from None
+                    raise UnitFailed(f"{self.reports.where}: {why}") from None
                 self._forget_span()
                 self.reports.per_record = True
                 self._copy()
@@ -237,7 +234,6 @@ class UnitCopy:
         assert self.producer is not None
         self.producer.flush(min(self.spec.timeout_s, 10))
         self.reports.forget()
-        self.sent_bytes = 0
         self.last_message = None
 
     def _copy(self) -> None:
@@ -398,7 +394,7 @@ class UnitCopy:
 
     def _span_full(self) -> bool:
         """The records sent since the last checkpoint fill a span: its records or its bytes."""
-        return len(self.reports.sent_offsets) >= self.span_records or self.sent_bytes >= self.spec.max_bytes
+        return len(self.reports.sent_offsets) >= self.span_records or self.reports.sent_bytes >= self.spec.max_bytes
 
     def _next_span(self, position: int) -> None:
         """Store progress up to ``position`` (commit the transaction) and go on in a new one."""
@@ -425,7 +421,7 @@ class UnitCopy:
         sent_offsets = reports.sent_offsets
         note = sent_offsets.append
         before = len(sent_offsets)
-        byte_room = spec.max_bytes - self.sent_bytes
+        byte_room = spec.max_bytes - self.reports.sent_bytes
         if reports.per_record:
             first_report = middle_report = reports.delivered
             batch = None
@@ -508,7 +504,7 @@ class UnitCopy:
         """Add what one consumer batch sent to the unit's counts."""
         count = len(sent_offsets) - before
         self.sent_total += count
-        self.sent_bytes += sent_bytes
+        self.reports.sent_bytes += sent_bytes
         self.bytes_total += sent_bytes
         if last is not None:
             self.last_message = last
@@ -546,7 +542,7 @@ class UnitCopy:
                     raise self.reports.refused(offset, size, exc.args[0]) from None
             self.reports.sent_offsets.append(offset)
             self.sent_total += 1
-            self.sent_bytes += size
+            self.reports.sent_bytes += size
             self.bytes_total += size
             self.last_message = message
             position = offset + 1
@@ -573,11 +569,11 @@ class UnitCopy:
             and self.may_defer
             and lane is not None
             and self.result.records == 0
-            and lane.has_room(spec, len(self.reports.sent_offsets), self.sent_bytes)
+            and lane.has_room(spec, len(self.reports.sent_offsets), self.reports.sent_bytes)
         ):
             maybe_fail(spec, "before-commit", self.sent_total, producer)
             # Its progress is stored, provisionally, after the lane's next flush.
-            lane.leave(self, position, len(self.reports.sent_offsets), self.sent_bytes)
+            lane.leave(self, position, len(self.reports.sent_offsets), self.reports.sent_bytes)
             self.result.commit_seconds = round(self.result.commit_seconds + time.monotonic() - started, 3)
             return
         producer.flush(spec.timeout_s)
@@ -639,7 +635,7 @@ class UnitCopy:
         result = self.result
         sent_offsets = self.reports.sent_offsets
         result.records += len(sent_offsets)
-        result.bytes += self.sent_bytes
+        result.bytes += self.reports.sent_bytes
         if sent_offsets and result.first_offset is None:
             result.first_offset = sent_offsets[0]
         result.last_offset = self.last_message.offset() if self.last_message is not None else result.last_offset
@@ -649,5 +645,4 @@ class UnitCopy:
         if runs:
             self.previous = runs[-1].end_upstream
         self.reports.checkpointed()
-        self.sent_bytes = 0
         self.last_checkpoint = time.monotonic()
