@@ -17,7 +17,7 @@ How:
    (``produced_at``, seconds since the epoch); the consumer notes when each is first visible on the target.
    Latency = first visible - produced (both clocks are this process's). The first ``--warmup`` seconds of the
    load (default 10) must arrive too but are reported apart: the batch after the markers found an idle source
-   and paused ``mirrorflow.poll.interval`` (5 s by default), which the load's first records wait out once;
+   and paused ``mirrorflow.poll.interval`` (1 s by default), which the load's first records wait out once;
 4. after the load, it waits up to ``--tail`` seconds for the rest, then stops the subprocess with SIGTERM (its
    ``--duration`` covers any start-up; it ends after its batch in progress), and reads its run report (batches,
    and seconds per phase summed over batches) to say where the time goes.

@@ -29,7 +29,9 @@ from _common import embedded_clusters, say, table
 REPO = Path(__file__).resolve().parents[1]
 TARGET_SHARE = 0.05  # "a few percent of a core"
 
-TRAFFIC = REPO / "include" / "mirrorflow" / "demo" / "traffic.py"
+TRAFFIC = REPO / "dev" / "mirrorflow_dev" / "demo" / "traffic.py"
+#: Where the generator was at the default baseline, before the development tooling moved out of the library.
+BASELINE_PATH = "include/mirrorflow/demo/traffic.py"
 
 _RUN = """
 import importlib.util, json, sys
@@ -90,8 +92,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=20.0, help="records/s (default 20: the demo's)")
     parser.add_argument("--baseline", default="7ef8c07", help="the commit to compare with (default: before the fix)")
     args = parser.parse_args(argv)
-    show = ["git", "show", f"{args.baseline}:{TRAFFIC.relative_to(REPO)}"]
-    old = subprocess.run(show, check=False, cwd=REPO, capture_output=True, text=True)
+    old = None
+    for path in (TRAFFIC.relative_to(REPO).as_posix(), BASELINE_PATH):
+        old = subprocess.run(
+            ["git", "show", f"{args.baseline}:{path}"], check=False, cwd=REPO, capture_output=True, text=True
+        )
+        if old.returncode == 0:
+            break
+    assert old is not None
     if old.returncode != 0:
         parser.error(f"cannot read the generator at {args.baseline}: {old.stderr.strip()}")
     results = {}

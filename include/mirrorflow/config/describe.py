@@ -142,8 +142,8 @@ def render_family_markdown(flow: FlowConfig, family: str) -> str:
         "",
         (
             "**Tasks**: `check_clusters` (both clusters answer) → `prepare_target` (remote topics, partitions, "
-            "configs) → `replicate` (ACLs when due, then the Spark app `mirrorflow/spark_app/mirror_family.py` via the "
-            "`spark_default` connection) → `publish_report` (per-partition records and lag; an asset event for the checkpoints DAG)."
+            "configs) → `replicate` (ACLs when due, then the copy on the engine the `spark_default` connection names: "
+            "a Spark Connect server, or spark-submit of `mirrorflow/spark_app/mirror_family.py`) → `publish_report` (per-partition records and lag; an asset event for the checkpoints DAG)."
         ),
         "",
         (

@@ -1,7 +1,7 @@
 """Copy work units: the code that runs inside a Spark task (or in the run's own process).
 
-Exactly-once: a transactional producer with a stable ``transactional.id`` per (flow, topic,
-partition) first fences every older holder of that id (a retried or speculative Spark task, a killed
+Exactly-once: a transactional producer with a stable ``transactional.id`` per lane (flow, family and slot, see
+``lanes``) first fences every older holder of that id (a retried or speculative Spark task, a killed
 executor's zombie, a concurrent run), then re-reads the stored progress (read_committed), copies the
 records and writes the progress record (and, when they live on the target, the offset syncs) in the
 same transaction. Either all of it becomes visible or none of it does, so consumers reading

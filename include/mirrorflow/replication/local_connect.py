@@ -2,9 +2,10 @@
 
 ``mirrorflow replicate`` needs no extra step on one machine: without ``--remote`` or ``SPARK_REMOTE`` it
 asks :func:`ensure_local_server` for an address, which starts the server shipped with pyspark (local
-master, :func:`local_master`) the first time and returns the running one after
-that; ``mirrorflow dev down`` stops it. It is recorded under ``$MIRRORFLOW_HOME/spark-connect`` (default
-``~/.local/state/mirrorflow``, ``config.location``) and stopped by that record (its process session), never by name.
+master, :func:`local_master`) the first time and returns the running one after that; ``mirrorflow local-spark
+stop`` stops it (and, in a checkout, ``mirrorflow dev down``). It is recorded under ``$MIRRORFLOW_HOME/spark-connect``
+(default ``~/.local/state/mirrorflow``, ``config.location``) and stopped by that record (its process session), never
+by name.
 
 The server's Python workers need confluent-kafka; mirrorflow itself reaches them with each session (the
 package zip, ``connect.py``). With a local master they run this installation's Python; with a cluster master
@@ -137,7 +138,7 @@ def ensure_local_server(
             port = PREFERRED_PORT if machine_wide and port_is_free("127.0.0.1", PREFERRED_PORT) else free_port()
             if progress:
                 print(
-                    f"starting a local Spark Connect server on port {port} (once; `mirrorflow dev down` stops it)",
+                    f"starting a local Spark Connect server on port {port} (once; `mirrorflow local-spark stop` stops it)",
                     file=sys.stderr,
                     flush=True,
                 )

@@ -1,9 +1,9 @@
 """One replication run of one flow and topic family: discover, prepare, plan, copy, report.
 
 Every step is a function of plain data; only the copy runs in executors. Work is planned per source
-partition up to its last stable offset and executed in waves of units (one Spark task each, a chain of
-bounded transactions for up to ``tuning.UNIT_SECONDS``); a wave never holds two units of the same partition, so
-records keep their order. State lives on the clusters (progress, offset syncs), so any process can run the next step.
+partition up to its last stable offset and executed in waves of units (each a chain of bounded transactions for up
+to ``tuning.UNIT_SECONDS``), spread over Spark tasks by lanes (``lanes``); a wave never holds two units of the same
+partition, so records keep their order. State lives on the clusters (progress, offset syncs), so any process can run the next step.
 
 The report is ``report.py``'s, continuous mode (batches back to back) ``continuous.py``'s. This module stays one
 piece above 600 lines because ``_Run`` is one run's steps over one shared state (plan, lock, waves, lag); split,

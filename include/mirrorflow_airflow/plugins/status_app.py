@@ -8,7 +8,7 @@ deployment's auth manager. The HTML page sends an anonymous visitor to the login
 metrics answer 401.
 
 Routes (under ``/mirrorflow``): ``/`` the page (static HTML and script, refreshing itself), ``/api/status``
-the figures it shows (the status model of ``include/mirrorflow/status.py`` plus the DAG ids to link and
+the figures it shows (the status model of ``mirrorflow.status`` plus the DAG ids to link and
 each flow's lag threshold), ``/metrics`` the same figures in Prometheus text format.
 
 A whole-cluster flow has thousands of partitions: ``/api/status`` also summarises them per topic (``topics``),
