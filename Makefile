@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYSPARK_VERSION := $(shell sed -n 's/^pyspark==//p' constraints.txt)
 
-.PHONY: check chromium constraints install test unit integration lint demo demo-stop demo-status dev-up dev-down dev-status screenshots clean
+.PHONY: check chromium constraints install test unit integration lint docs docs-serve docs-reference demo demo-stop demo-status dev-up dev-down dev-status screenshots site-screenshots clean
 
 install: $(STAMP)
 
@@ -48,9 +48,25 @@ integration: install
 	$(BIN)/python -m pytest tests/integration
 
 lint: install
-	$(BIN)/ruff check include dev tests dags docs benchmarks
-	$(BIN)/ruff format --check include dev tests dags docs benchmarks
+	$(BIN)/ruff check include dev tests dags benchmarks
+	$(BIN)/ruff format --check include dev tests dags benchmarks
 	$(BIN)/lint-imports --no-cache
+	@$(MAKE) --no-print-directory docs
+
+# The documentation site (MkDocs with the Material theme) into build/site, in strict mode: a broken link or anchor,
+# a page missing from the navigation or a configuration reference out of date with config/keys.py fails it.
+# NO_MKDOCS_2_WARNING: Material's end-of-life notice, which docs/development/docs.md answers.
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs
+docs: install
+	$(MKDOCS) build --strict --quiet
+
+# Preview at http://127.0.0.1:8000, rebuilt on every save.
+docs-serve: install
+	$(MKDOCS) serve --strict
+
+# Rewrite the generated configuration reference after changing a key in config/keys.py.
+docs-reference: install
+	$(BIN)/python -m mirrorflow_dev.docs.reference
 
 dev-up dev-down dev-status: install
 	$(BIN)/mirrorflow dev $(subst dev-,,$@)
@@ -67,7 +83,6 @@ demo-status:
 	@if [ -x $(BIN)/mirrorflow ]; then $(BIN)/mirrorflow demo status; \
 	else echo "no $(VENV): run 'make demo' first"; exit 3; fi
 
-# README screenshots of the Airflow UI (docs/img/*.png) with Debian's headless Chromium; needs `make demo` running.
 CHROMIUM := /usr/bin/chromium
 
 # Debian's headless Chromium for the browser tests and the screenshots: installed when missing and this user can
@@ -85,8 +100,13 @@ chromium:
 	|| { echo "error: could not install Debian's chromium; install it (apt-get install chromium) and try again."; exit 1; }; \
 	test -x $(CHROMIUM) || { echo "error: the chromium package did not provide $(CHROMIUM)."; exit 1; }
 
+# The documentation's screenshots of the Airflow UI (docs/img/*.png) in headless Chromium; needs `make demo` running.
 screenshots: install chromium
-	$(BIN)/python docs/screenshots.py
+	$(BIN)/python -m mirrorflow_dev.docs.screenshots
+
+# The documentation site's own pictures (docs/img/site-*.png): its landing page and the configuration reference.
+site-screenshots: docs chromium
+	$(BIN)/python -m mirrorflow_dev.docs.site_screenshots
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

@@ -381,7 +381,7 @@ def spread(values: list[float]) -> str:
 
 
 def table(rows: Sequence[Sequence[str]], header: Sequence[str] = ("measure", "mirrorflow", "MM2 default")) -> str:
-    """A Markdown table (aligned, so it reads in a terminal and pastes into BENCHMARKS.md as is)."""
+    """A Markdown table (aligned, so it reads in a terminal and pastes into docs/performance.md as is)."""
     columns = len(header)
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(columns)]
 

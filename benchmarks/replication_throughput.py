@@ -144,7 +144,7 @@ class Timing:
     cpu: dict[str, float] = field(default_factory=dict)  # CPU seconds of each party during the run (see Runner)
     settled: float = 0.0  # seconds waited before the run for the embedded brokers to finish persisting
     # The run asked the source for its ACLs (due once per sync.topic.acls.interval.seconds): on noida-db that sets
-    # the source broker persisting everything it holds for seconds, during the run (BENCHMARKS.md).
+    # the source broker persisting everything it holds for seconds, during the run (docs/performance.md).
     acl_sync: bool = False
     engine_steps: dict[str, float] = field(default_factory=dict)  # where the engine phase went (Spark Connect)
 

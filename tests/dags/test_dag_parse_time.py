@@ -1,7 +1,7 @@
 """DAG files parse fast: each in a fresh process, as Airflow's DAG processor parses them, timed by Airflow's DagBag.
 
 A budget, not a benchmark: 2 s per file on the CI machine, far above the target (well under a second) so that a
-loaded machine does not fail the suite, and far below Airflow's import timeout. The figures are in BENCHMARKS.md
+loaded machine does not fail the suite, and far below Airflow's import timeout. The figures are in docs/performance.md
 (``benchmarks/dag_parse.py``, which this test shares its measurement with).
 """
 

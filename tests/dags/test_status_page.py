@@ -207,7 +207,7 @@ def test_in_a_browser_the_page_shows_a_page_of_topics_and_partitions_and_pages_a
 
     import uvicorn
 
-    from docs.screenshots import browser_context
+    from mirrorflow_dev.docs.screenshots import browser_context
 
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(wide_app.app, host="127.0.0.1", port=port, log_level="warning"))

@@ -6,7 +6,7 @@ existing deployment), then the wheel: installing must leave that Airflow alone. 
 checkout on the path: ``airflow providers list`` shows mirrorflow, every DAG imports, a mirror DAG run copies
 records between the session's two embedded clusters, and the Replication page answers an authenticated request.
 
-pip's cache is used (a second run downloads nothing); the time this adds is in BENCHMARKS.md.
+pip's cache is used (a second run downloads nothing); the time this adds is in docs/performance.md ("Install check").
 """
 
 from __future__ import annotations

@@ -271,7 +271,7 @@ def test_the_replication_page_shows_what_mirrorflow_status_measures(cycle: Cycle
 
     if not CHROMIUM.exists():
         pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium): the in-browser part was not run")
-    from docs.screenshots import Target, browser_context, login_with_form
+    from mirrorflow_dev.docs.screenshots import Target, browser_context, login_with_form
 
     user, password = admin_login(server.home)
     with browser_context(str(CHROMIUM)) as context:

@@ -21,8 +21,8 @@ import interegular.fsm
 from ..filters import PatternList
 
 # interegular builds deterministic automata, which can be exponentially large (``.*a.{16}`` does not
-# finish in any useful time; BENCHMARKS.md) while Airflow parses the file every 30 s. Every automaton it builds goes
-# through ``interegular.fsm.crawl``, so that function is replaced by an equivalent one that (1) finds
+# finish in any useful time; docs/performance.md) while Airflow parses the file every 30 s. Every automaton it builds
+# goes through ``interegular.fsm.crawl``, so that function is replaced by an equivalent one that (1) finds
 # known states with a dict instead of ``list.index`` (linear instead of quadratic in the states) and
 # (2) counts transitions against a budget while :func:`example_overlap` runs. Past the budget the
 # overlap is left undecided: the run-time check in ``FlowConfig.family_of`` still refuses a doubly

@@ -23,8 +23,8 @@ def list_offsets(
 ) -> dict[TopicPartition, Any]:
     """The futures of one ``OffsetSpec`` for every partition, asked in calls of ``LIST_OFFSETS_CHUNK`` partitions.
 
-    Why chunks: one admin call's cost grows faster than its partition count (BENCHMARKS.md), while the calls of the
-    chunks are all sent before any answer is awaited, so a chunk costs no extra round trip and is counted as part
+    Why chunks: one admin call's cost grows faster than its partition count (docs/performance.md), while the calls of
+    the chunks are all sent before any answer is awaited, so a chunk costs no extra round trip and is counted as part
     of one call (``kafka_calls.one_call``).
     """
     futures: dict[TopicPartition, Any] = {}

@@ -1,9 +1,9 @@
 """Work units on a Spark Connect server: a long-lived Spark application that takes a run's units at once.
 
 Why: a spark-submit per run pays a JVM, a SparkContext and Python workers every tick, which made a 30 s schedule
-impossible (BENCHMARKS.md). A Spark Connect server pays them once; a run is then a gRPC client submitting one small
-job whose tasks copy the units
-with confluent-kafka, exactly as the spark-submit app's tasks do (the very same :func:`copy_unit`).
+impossible (docs/performance.md). A Spark Connect server pays them once; a run is then a gRPC client submitting one
+small job whose tasks copy the units with confluent-kafka, exactly as the spark-submit app's tasks do (the very same
+:func:`copy_unit`).
 
 Shape of the job: ``range(n)`` in ``n`` partitions, one per task share (``lanes.task_shares``): a unit per task
 while a wave has at most ``lanes.TASK_UNITS`` lanes (the units of a wave never share a partition, so order is kept),

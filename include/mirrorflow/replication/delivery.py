@@ -57,10 +57,10 @@ def copied_runs(upstream: Sequence[int], downstream: Sequence[int]) -> list[Run]
 class ReportedBatch:
     """Where one consumer batch's copies landed, from the delivery reports of its first and last record only.
 
-    Why: a delivery report is a Python call and a message object per record, a share of the copier's cost per
-    record worth saving (BENCHMARKS.md). Exactly-once needs no report to learn that a record failed: librdkafka refuses to
-    commit a transaction in which any record failed (an abortable error that names the cause). What the report
-    gave is the record's target offset, and one batch's records need only two: the producer is idempotent and
+    Why: a delivery report is a Python call and a message object per record, a share of the copier's cost per record
+    worth saving (docs/performance.md). Exactly-once needs no report to learn that a record failed: librdkafka
+    refuses to commit a transaction in which any record failed (an abortable error that names the cause). What the
+    report gave is the record's target offset, and one batch's records need only two: the producer is idempotent and
     writes one partition in send order, so ``count`` records whose first landed at ``first`` and last at
     ``last = first + count - 1`` filled that range with nothing else between them, the i-th at ``first + i``.
     Anything else (a report missing or failed, another producer's records in between) is not guessed at: the

@@ -4,7 +4,7 @@ The Spark app and the CLI must accept the same options, check the same things an
 this is that one implementation (the Spark app only adds a SparkSession, after the clusters answered, so a
 dead cluster costs no Spark start-up).
 
-Exit codes (the README documents them):
+Exit codes (docs/runbooks/failure-modes.md documents them):
 
 * 0: every partition copied cleanly;
 * 1: a problem the user must fix (configuration, unknown flow or family, a bad option), or a run that

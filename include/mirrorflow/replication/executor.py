@@ -6,7 +6,7 @@ SparkContext of a spark-submit app (``SparkExecutor``, for clusters that need sp
 Both run the very same :func:`copy_units` (a process copies the units it is given in a few threads, so the waits
 of small units overlap); Spark adds parallelism across partitions, task retries and executors on other machines.
 Records never pass through the Spark driver or a DataFrame: each task reads and writes Kafka itself with
-confluent-kafka, which is the fastest shape (BENCHMARKS.md).
+confluent-kafka, which is the fastest shape (docs/performance.md).
 """
 
 from __future__ import annotations

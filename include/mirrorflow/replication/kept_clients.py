@@ -2,7 +2,7 @@
 
 Why: a unit's clients cost more than its copy when it has little to copy: a new source consumer's first watermark
 read, assign and close, the progress consumer's read, and a transactional producer's connect and
-``init_transactions`` were most of a small unit's time (BENCHMARKS.md). MM2's task uses one consumer and one
+``init_transactions`` were most of a small unit's time (docs/performance.md). MM2's task uses one consumer and one
 producer for all its partitions.
 
 So a process keeps idle clients, by configuration, and lends them to its units: consumers are re-assigned (a

@@ -26,7 +26,7 @@ TASK_UNITS = 64
 TASK_RECORDS = 50_000
 """Records a Spark task is planned to copy before the wave is spread over one more task (``task_shares``). A wave
 this small is mostly waits on the clusters, which threads overlap as well as processes do; spread over one task per lane it paid a Spark task and a Python worker per lane and overlapped only as
-many lanes as the server has task slots (BENCHMARKS.md, "Figures behind the copier's settings"). A large wave
+many lanes as the server has task slots (docs/performance.md, "Figures behind the copier's settings"). A large wave
 still gets a task per lane (a partition's copy then has a Python worker, and a core, to itself). A unit's own work
 (its consumer's assignment and first fetch, its progress record) counts as ``UNIT_RECORDS`` records, so a wave of
 thousands of small units, which holds a Python process's one core busy, is spread over a few tasks too."""

@@ -81,7 +81,7 @@ def new_producer(config: dict[str, Any], topic: str, timeout: float) -> Producer
     then finds "no brokers available" and retries only when librdkafka's 500 ms timer fires. The first metadata
     request (for ``topic`` alone) is answered on the bootstrap connection; the second can only be answered by a
     named broker, so it returns once one is up. Not a request for the whole cluster's metadata, which also waits for
-    that broker but costs in proportion to the cluster's partitions (see BENCHMARKS.md).
+    that broker but costs in proportion to the cluster's partitions (see docs/performance.md).
     """
     producer = Producer(config)
     producer.list_topics(topic, timeout=timeout)

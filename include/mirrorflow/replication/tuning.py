@@ -1,7 +1,7 @@
 """The copier's settings: unit length, checkpoint interval, batch sizes and the librdkafka defaults of its clients.
 
 The copier reads them as ``tuning.NAME`` when it uses them, so a test may set one for a case. The figures behind
-each choice are in BENCHMARKS.md ("Figures behind the copier's settings").
+each choice are in docs/performance.md ("Figures behind the copier's settings").
 """
 
 from __future__ import annotations

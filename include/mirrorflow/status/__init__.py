@@ -4,7 +4,7 @@ Computed live from the clusters (stored progress on the target, end offsets and 
 source, heartbeats, checkpoints and the failover log on the target), never from a run's memory, so the
 CLI, the DAGs and any page show the same numbers whoever computes them and whenever.
 
-Definitions (the README's "Status" section says the same):
+Definitions (docs/guides/monitoring.md says the same):
 
 - ``copied_position``: the next source offset to copy: the stored progress (MM2's last copied offset) + 1,
   or the partition's log start when nothing is stored.

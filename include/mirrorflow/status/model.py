@@ -294,9 +294,9 @@ def cyclic_gc_paused() -> Iterator[None]:
     """Python's cyclic garbage collector off for the block, back on after it if it was on.
 
     Why: a status of a wide flow allocates several objects per partition (the admin client's future, lock and
-    condition per partition and offset kind, the rows), and the collector, started by allocation counts, walked
-    every live object again and again: a large share of the status's CPU time (BENCHMARKS.md). Reference counting frees
-    them as before; the collector runs again once the block is done (and collects any cycle then). Blocks in
+    condition per partition and offset kind, the rows), and the collector, started by allocation counts, walked every
+    live object again and again: a large share of the status's CPU time (docs/performance.md). Reference counting
+    frees them as before; the collector runs again once the block is done (and collects any cycle then). Blocks in
     concurrent threads are fine: the collector is on again once the first that found it on is done.
     """
     was_on = gc.isenabled()

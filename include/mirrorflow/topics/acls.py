@@ -3,10 +3,10 @@ target, never deleted.
 
 As in MM2 the sync runs on a timer, once per ``sync.topic.acls.interval.seconds``, for every topic of the family (a
 run of only some topics included), so a new topic's ACLs arrive with the next sync, as MM2's do. Not every run: a
-run asking the source for all its ACLs each time is a load MM2 never puts on a cluster (BENCHMARKS.md, "The ACL sync
-on MM2's timer"). When ACLs were last synced is what the caller knows (a run reads it from the run history on the
-lease log, ``replication/history.py``); unknown means now. A cluster without an authorizer is normal: it is logged
-once per flow and side, not as an error.
+run asking the source for all its ACLs each time is a load MM2 never puts on a cluster (docs/performance.md,
+"Figures behind other design choices"). When ACLs were last synced is what the caller knows (a run reads it from the
+run history on the lease log, ``replication/history.py``); unknown means now. A cluster without an authorizer is
+normal: it is logged once per flow and side, not as an error.
 """
 
 from __future__ import annotations

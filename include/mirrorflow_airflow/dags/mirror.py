@@ -58,7 +58,7 @@ DURATION_PATTERN = r"^$|^\s*\d+\s*(s|sec|secs|seconds?|m|min|mins|minutes?|h|hou
 def mirror_asset(flow: FlowConfig, family: str) -> Asset:
     """The asset a mirror run updates; the checkpoints DAG of the flow is scheduled on it.
 
-    Its name is its URI, ``mirrorflow://<src>/<tgt>/<family>``: what the UI shows is what the README names.
+    Its name is its URI, ``mirrorflow://<src>/<tgt>/<family>``: what the UI shows is what the documentation names.
     """
     uri = f"mirrorflow://{flow.source}/{flow.target}/{family}"
     return Asset(name=uri, uri=uri, group="mirrorflow")

@@ -1,17 +1,17 @@
-"""Take the README's screenshots of the Airflow UI from a running mirrorflow demo.
+"""Take the documentation's screenshots of the Airflow UI from a running mirrorflow demo.
 
-Why this exists: screenshots in a README go stale with every Airflow upgrade and every change to the
+Why this exists: screenshots in documentation go stale with every Airflow upgrade and every change to the
 mirror DAGs.  Taking them by hand (log in, wait for runs, open the right dialog, crop) is slow and never
 quite the same twice; this script does it the same way every time, against the real demo.
 
 How to run it::
 
     make demo          # clusters + Airflow + traffic; the first mirror runs finish about 2 minutes later
-    make screenshots   # installs the `docs` extra and Debian's chromium if missing, then runs this
+    make screenshots   # installs Debian's chromium if missing, then runs this
 
-or directly, once ``pip install -e ".[docs]"`` and ``apt-get install chromium`` are done::
+or directly, once ``make install`` and ``apt-get install chromium`` are done::
 
-    .venv/bin/python docs/screenshots.py [--url URL --user USER --password-file FILE] [--out docs/img]
+    .venv/bin/python -m mirrorflow_dev.docs.screenshots [--url URL --user USER --password-file FILE] [--out docs/img]
 
 By default it finds the demo's Airflow the way ``make demo`` recorded it (port from the server's PID
 record, admin login from the Airflow home's passwords file).  It signs in through the simple auth
@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from playwright.sync_api import BrowserContext, Locator, Page
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[3]
 DEFAULT_OUT = REPO_ROOT / "docs" / "img"
 DEFAULT_CHROMIUM = "/usr/bin/chromium"
 DEFAULT_DAG = "mirror__primary__backup__orders"
@@ -115,8 +115,6 @@ class Target:
 
 def _demo_target() -> Target:
     """The demo's Airflow URL and admin login, read with the demo's own helpers."""
-    if str(REPO_ROOT) not in sys.path:
-        sys.path.insert(0, str(REPO_ROOT))
     from mirrorflow_dev.demo.airflow_env import API_HOST, admin_login
     from mirrorflow_dev.demo.airflow_server import AirflowServer
     from mirrorflow_dev.demo.stack import demo_paths
@@ -195,8 +193,7 @@ def browser_context(chromium: str) -> Iterator[BrowserContext]:
         from playwright.sync_api import sync_playwright
     except ImportError:
         raise ScreenshotError(
-            'Playwright is not installed in this Python: `.venv/bin/python -m pip install -e ".[docs]"` '
-            "(or `make screenshots`, which does it)."
+            "Playwright is not installed in this Python: `make install` installs it (with the dev extra)."
         ) from None
     if not Path(chromium).exists():
         raise ScreenshotError(
