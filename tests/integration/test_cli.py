@@ -106,7 +106,11 @@ def test_config_show_redacts_secrets_everywhere(tmp_path: Path) -> None:
         "clusters = a, b\na.bootstrap.servers = h:1\nb.bootstrap.servers = h:2\na->b.enabled = true\n"
         f'b.sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="{secret}";\n'
         f"b.ssl.key.password = {secret}\na.producer.ssl.keystore.password = {secret}\n"
-        f"sasl.mechanism = PLAIN password={secret}\n"
+        f"b.sasl.mechanism = PLAIN\nb.consumer.client.rack = rack password={secret}\n"
+        # inline PEM (KIP-651) and an OIDC client secret by librdkafka's own name
+        f"a.ssl.keystore.type = PEM\na.ssl.keystore.key = -----BEGIN ENCRYPTED PRIVATE KEY-----{secret}\n"
+        f"a.ssl.keystore.certificate.chain = -----BEGIN CERTIFICATE-----{secret}\n"
+        f"a.sasl.oauthbearer.client.secret = {secret}\n"
     )
     for args in (
         ["config", "show", str(config)],
@@ -118,6 +122,11 @@ def test_config_show_redacts_secrets_everywhere(tmp_path: Path) -> None:
         assert result.returncode == 0, result.stderr
         assert secret not in result.stdout + result.stderr
     assert "[redacted]" in mirrorflow("config", "show", str(config)).stdout
+    # A JAAS line Java refuses (no ';') is an error at its line that never quotes it.
+    config.write_text(config.read_text().replace(f'password="{secret}";', f'password="{secret}"'))
+    result = mirrorflow("config", "validate", str(config))
+    assert result.returncode == 1 and "not terminated by semi-colon" in result.stderr
+    assert secret not in result.stdout + result.stderr
 
 
 def test_config_validate_reports_every_error_and_exits_1(tmp_path: Path) -> None:

@@ -28,8 +28,8 @@ def test_host_port_login_and_extra_become_cluster_settings() -> None:
     assert got["primary.sasl.jaas.config"].startswith("org.apache.kafka.common.security.scram.ScramLoginModule")
     assert {e.file for e in entries} == {"airflow connection 'kafka_primary'"}
     # the JAAS line round-trips through the librdkafka translation, quotes and backslashes included
-    rd = librdkafka_config({"sasl.jaas.config": got["primary.sasl.jaas.config"]})
-    assert rd == {"sasl.username": "mirror", "sasl.password": 'pa"ss\\word'}
+    rd = librdkafka_config({"sasl.jaas.config": got["primary.sasl.jaas.config"], "sasl.mechanism": "SCRAM-SHA-512"})
+    assert rd == {"sasl.username": "mirror", "sasl.password": 'pa"ss\\word', "sasl.mechanisms": "SCRAM-SHA-512"}
 
 
 def test_plain_is_the_default_mechanism_and_an_explicit_protocol_is_kept() -> None:

@@ -33,7 +33,7 @@ def test_file_provider_reads_a_key_of_a_properties_file(tmp_path: Path) -> None:
     secrets.write_text(
         'jaas = org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="p";\n'
     )
-    value = client(f"b.sasl.jaas.config = ${{file:{secrets}:jaas}}\n", "sasl.jaas.config")
+    value = client(f"b.sasl.mechanism = PLAIN\nb.sasl.jaas.config = ${{file:{secrets}:jaas}}\n", "sasl.jaas.config")
     assert value.startswith("org.apache.kafka.common.security.plain.PlainLoginModule") and 'password="p"' in value
 
 
@@ -93,8 +93,9 @@ def test_unresolvable_references_are_errors_with_lines_and_no_secret(
 
 
 def test_shell_style_variable_is_left_alone_with_a_warning() -> None:
-    config = parse_config(BASE + "b.sasl.jaas.config = x password=${APIKEY};\n")
-    assert config.flow("a", "b").client_config("target", "producer")["sasl.jaas.config"] == "x password=${APIKEY};"
+    jaas = "org.apache.kafka.common.security.plain.PlainLoginModule required username=u password=${APIKEY};"
+    config = parse_config(BASE + f"b.sasl.mechanism = PLAIN\nb.sasl.jaas.config = {jaas}\n")
+    assert config.flow("a", "b").client_config("target", "producer")["sasl.jaas.config"] == jaas
     assert any("write ${env:APIKEY}" in w for w in config.warnings)
 
 

@@ -82,7 +82,8 @@ def connection_entries(
     * host (a comma-separated list allowed) and port give ``bootstrap.servers``;
     * extra holds client properties by their Kafka (Java) names, e.g. ``security.protocol``,
       ``sasl.mechanism``, ``ssl.truststore.location``, or ``consumer.*``/``producer.*`` role keys, and the
-      connection form's fields (:data:`FORM_FIELDS`; an empty field is no setting);
+      connection form's fields (:data:`FORM_FIELDS`; an empty field is no setting; the truststore field is a PEM
+      file, so it implies ``ssl.truststore.type=PEM`` unless the extra says otherwise);
       ``bootstrap.servers`` in extra is used when host is empty (the Kafka provider's habit);
     * login and password become ``sasl.jaas.config`` for ``sasl.mechanism`` (PLAIN unless SCRAM),
       and ``security.protocol`` defaults to SASL_SSL when they are given.
@@ -97,6 +98,8 @@ def connection_entries(
         if isinstance(value, (dict, list)):
             raise OverrideError(f"{source}: extra field '{key}' must be a string, number or boolean")
         props[str(key)] = str(value).lower() if isinstance(value, bool) else str(value)
+        if field == "ssl_truststore_location":
+            props.setdefault("ssl.truststore.type", "PEM")  # the form's field is a PEM file (Java's default is JKS)
     if host:
         props["bootstrap.servers"] = _bootstrap(host, port)
     if login or password:

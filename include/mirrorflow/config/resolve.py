@@ -41,6 +41,7 @@ from ..javaregex import JavaRegexError
 from ..policy import PolicyError, ReplicationPolicy, load_policy
 from ..redact import is_secret
 from .blame import blame_flows
+from .client_check import check_clients
 from .families import build_families
 from .keys import (
     CLIENT_ROLES,
@@ -425,12 +426,13 @@ class _Resolver:
                 )
         return result
 
-    def err_at(self, origin: Origin, message: str) -> None:
+    def err_at(self, origin: Origin, message: str, report: Callable[..., None] | None = None) -> None:
         """At the value's line; a default value (no file) is blamed on line 1 of the file, as missing keys are."""
-        if origin.file is None:
-            self.problems.error(message, file=self.path, line=1, key=origin.key)
-        else:
-            self.problems.error(message, file=origin.file, line=origin.line, key=origin.key)
+        line = 1 if origin.file is None else origin.line
+        (report or self.problems.error)(message, file=origin.file or self.path, line=line, key=origin.key)
+
+    def warn_at(self, origin: Origin, message: str) -> None:
+        self.err_at(origin, message, self.problems.warning)
 
     def flow(self, pair: Pair) -> FlowConfig | None:
         self.check_flow_keys(pair)
@@ -458,6 +460,8 @@ class _Resolver:
             for side in ("source", "target")
             for role in CLIENT_ROLES
         }
+        if enabled:
+            check_clients(clients, self.err_at, self.warn_at)
         if enabled and settings["mirrorflow.delivery"].value == "exactly-once":
             isolation = clients[("source", "consumer")]["isolation.level"]
             if isolation.value != "read_committed":

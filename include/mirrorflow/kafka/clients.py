@@ -2,9 +2,9 @@
 
 ``mm2.properties`` carries Java client properties (``sasl.jaas.config``, ``ssl.truststore.location``,
 ``max.poll.records``); confluent-kafka is librdkafka, which names some of them differently and
-refuses the ones it does not know. Every Kafka client of mirrorflow is created here, so that the
-translation, the secret handling (nothing secret is ever logged or put in an error) and the
-``client.id`` convention live in one place.
+refuses the ones it does not know. Every Kafka client of mirrorflow is created here, with the translation
+``config validate`` checks (``client_settings``), so that it, the secret handling (nothing secret is ever logged or
+put in an error) and the ``client.id`` convention live in one place.
 """
 
 from __future__ import annotations
@@ -17,40 +17,12 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
+from ..client_settings import ClientSettingError, translate
 from ..config.model import FlowConfig, Role, Side
 from .calls import CountingAdmin, note
 
 log = logging.getLogger(__name__)
 
-# Java client keys that have no librdkafka meaning (serializers are always bytes here).
-_JAVA_ONLY = {
-    "key.serializer",
-    "value.serializer",
-    "key.deserializer",
-    "value.deserializer",
-    "max.poll.records",
-    "max.poll.interval.ms",
-    "interceptor.classes",
-    "metric.reporters",
-    "partitioner.class",
-    "default.api.timeout.ms",
-    "ssl.truststore.type",
-    "ssl.keystore.type",
-    "sasl.login.callback.handler.class",
-    "sasl.client.callback.handler.class",
-    "security.providers",
-    "ssl.protocol",
-    "ssl.enabled.protocols",
-    "ssl.trustmanager.algorithm",
-    "ssl.keymanager.algorithm",
-    "ssl.secure.random.implementation",
-    "client.dns.lookup",
-    "exclude.internal.topics",
-    "buffer.memory",
-    "max.block.ms",
-}
-_RENAMED = {"sasl.mechanism": "sasl.mechanisms", "delivery.timeout.ms": "message.timeout.ms"}
-_JAAS = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 _NO_SUCH_PROPERTY = re.compile(r"No such configuration property: \"([^\"]+)\"")
 
 RECEIVE_MAX = 200 * 1024 * 1024
@@ -115,59 +87,12 @@ def quiet() -> dict[str, Any]:
     return {"logger": LibrdkafkaToDebug()}
 
 
-def _translate_jaas(jaas: str) -> dict[str, str]:
-    if "PlainLoginModule" in jaas or "ScramLoginModule" in jaas:
-        # JAAS option values are quoted strings with backslash escapes (\" inside a password).
-        options = {k: re.sub(r"\\(.)", r"\1", v) for k, v in _JAAS.findall(jaas)}
-        if "username" not in options or "password" not in options:
-            raise ClientConfigError(
-                "sasl.jaas.config: the PLAIN/SCRAM login module needs username and password options"
-            )
-        return {"sasl.username": options["username"], "sasl.password": options["password"]}
-    module = jaas.split()[0] if jaas.split() else "(empty)"
-    raise ClientConfigError(
-        f"sasl.jaas.config: login module {module} is not supported by librdkafka; "
-        "use PLAIN or SCRAM, or set librdkafka's sasl.* / sasl.oauthbearer.* keys directly"
-    )
-
-
-def _store(props: Mapping[str, str], kind: str) -> dict[str, str]:
-    """Java trust/key stores: librdkafka reads PEM files and PKCS#12 keystores, not JKS."""
-    location = props.get(f"ssl.{kind}store.location")
-    if not location:
-        return {}
-    store_type = props.get(f"ssl.{kind}store.type", "JKS").upper()
-    if kind == "trust":
-        if store_type != "PEM":
-            raise ClientConfigError(
-                f"ssl.truststore.location: a {store_type} truststore cannot be read by librdkafka; "
-                "convert it to PEM and set ssl.truststore.type=PEM (or set ssl.ca.location)"
-            )
-        return {"ssl.ca.location": location}
-    if store_type == "PEM":
-        return {"ssl.certificate.location": location, "ssl.key.location": location}
-    if store_type != "PKCS12":
-        raise ClientConfigError(
-            f"ssl.keystore.location: a {store_type} keystore cannot be read by librdkafka; use PKCS12 or PEM"
-        )
-    return {"ssl.keystore.location": location}
-
-
 def librdkafka_config(java_props: Mapping[str, str], client_id: str | None = None) -> dict[str, Any]:
-    """Translate Java client properties into librdkafka properties."""
-    config: dict[str, Any] = {}
-    for key, value in java_props.items():
-        if key in _JAVA_ONLY or key in ("ssl.truststore.location", "ssl.keystore.location", "sasl.jaas.config"):
-            continue
-        if key == "ssl.truststore.password":
-            continue  # PEM truststores have no password; librdkafka has no such key
-        config[_RENAMED.get(key, key)] = value
-    config.update(_store(java_props, "trust"))
-    config.update(_store(java_props, "key"))
-    if "sasl.jaas.config" in java_props:
-        config.update(_translate_jaas(java_props["sasl.jaas.config"]))
-    if config.get("ssl.endpoint.identification.algorithm", "https") == "":
-        config["ssl.endpoint.identification.algorithm"] = "none"
+    """Translate Java client properties into librdkafka properties (``client_settings.translate``)."""
+    try:
+        config: dict[str, Any] = dict(translate(java_props).config)
+    except ClientSettingError as exc:
+        raise ClientConfigError(str(exc)) from None
     if client_id:
         config.setdefault("client.id", client_id)
     return config
