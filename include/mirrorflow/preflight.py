@@ -20,9 +20,8 @@ milliseconds, without starting librdkafka at all (no grace: nothing is waiting f
 A cluster that accepts the connection, or says nothing, goes through the usual check, bounded by the
 caller's (short) timeout.
 
-librdkafka logs every failed reconnect to stderr; these clients send that log to the Python logger
-``mirrorflow.preflight.librdkafka`` at DEBUG instead (:func:`clients.quiet`), so the user sees one line,
-not dozens.
+librdkafka logs every failed reconnect; like every mirrorflow client, these send that log to the Python logger
+``mirrorflow.librdkafka`` at DEBUG (``clients.LibrdkafkaLog``), so the user sees one line, not dozens.
 """
 
 from __future__ import annotations
@@ -43,6 +42,7 @@ from confluent_kafka.admin import AdminClient
 
 from .config.model import FlowConfig, Side
 from .kafka import clients
+from .kafka.refusals import refusal
 
 log = logging.getLogger(__name__)
 
@@ -163,11 +163,12 @@ def refused_everywhere(bootstrap: str, connect_timeout: float = _CONNECT_S) -> s
 
 
 class _Unanswered(Exception):
-    """What :func:`probe` says when no metadata came back: why (librdkafka's words), and after how long."""
+    """What :func:`probe` says when no metadata came back: why (librdkafka's words), after how long, and the
+    client's error events (a refused login or certificate is told apart from silence with them)."""
 
-    def __init__(self, reason: str, seconds: float) -> None:
+    def __init__(self, reason: str, seconds: float, errors: list[KafkaError]) -> None:
         super().__init__(reason)
-        self.reason, self.seconds = reason, seconds
+        self.reason, self.seconds, self.errors = reason, seconds, errors
 
 
 def probe(new_admin: Callable[..., Any], timeout: float, label: str) -> tuple[int, int, float]:
@@ -186,7 +187,6 @@ def probe(new_admin: Callable[..., Any], timeout: float, label: str) -> tuple[in
             # first backoff stays librdkafka's 100 ms: a client that reconnects once while it negotiates API
             # versions (noida-db makes it) would otherwise wait a whole second, on every run.
             "reconnect.backoff.max.ms": 5000,
-            **clients.quiet(),
             "error_cb": errors.append,
         }
     )
@@ -226,7 +226,7 @@ def probe(new_admin: Callable[..., Any], timeout: float, label: str) -> tuple[in
         reason = outcome["error"].str()
     else:
         reason = "no answer to a metadata request (is the host reachable from here? a firewall?)"
-    raise _Unanswered(reason, seconds)
+    raise _Unanswered(reason, seconds, errors)
 
 
 def check_cluster(flow: FlowConfig, side: Side, timeout: float | None = None, *, quick: bool = False) -> ClusterHealth:
@@ -239,12 +239,18 @@ def check_cluster(flow: FlowConfig, side: Side, timeout: float | None = None, *,
     timeout = cluster_timeout(flow) if timeout is None else timeout
     alias, bootstrap = _describe(flow, side)
     started = time.monotonic()
-    if quick and (refusal := refused_everywhere(bootstrap, min(timeout, _CONNECT_S))) is not None:
-        log.debug("cluster '%s' (%s) refused at once: %s", alias, side, refusal)
-        raise _unreachable(flow, side, time.monotonic() - started, refusal)
+    if quick and (refused := refused_everywhere(bootstrap, min(timeout, _CONNECT_S))) is not None:
+        log.debug("cluster '%s' (%s) refused at once: %s", alias, side, refused)
+        raise _unreachable(flow, side, time.monotonic() - started, refused)
     try:
         brokers, topics, seconds = probe(functools.partial(clients.admin, flow, side), timeout, alias)
     except _Unanswered as exc:
+        config = clients.client_properties(flow, side, "admin")
+        said = refusal(exc.errors, alias, bootstrap, config)
+        if said is not None:
+            raise ClusterUnreachableError(
+                f"cluster '{alias}' ({side} of {flow.name}, bootstrap.servers {bootstrap}) {said}", (side,)
+            ) from None
         raise _unreachable(flow, side, exc.seconds, exc.reason) from None
     log.debug("cluster '%s' (%s) answered in %.3f s: %d broker(s)", alias, side, seconds, brokers)
     return ClusterHealth(alias, side, bootstrap, brokers, topics, round(seconds, 3))
@@ -262,6 +268,9 @@ def check_connection(name: str, java_props: dict[str, str], timeout: float) -> s
     try:
         brokers, topics, seconds = probe(new_admin, timeout, name)
     except _Unanswered as exc:
+        said = refusal(exc.errors, name, bootstrap, config)
+        if said is not None:
+            raise ClusterUnreachableError(f"{name} (bootstrap.servers {bootstrap}) {said}") from None
         waited = f" within {exc.seconds:.0f} s" if exc.seconds >= 1 else ""
         raise ClusterUnreachableError(
             f"{name} (bootstrap.servers {bootstrap}) did not answer{waited}: {exc.reason}"

@@ -105,5 +105,5 @@ def test_start_up_requests_are_retried_while_kafka_calls_the_failure_transient()
     def refused() -> str:
         raise KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED))
 
-    with pytest.raises(RunStartError, match="listing offsets: TOPIC_AUTHORIZATION_FAILED"):
+    with pytest.raises(RunStartError, match="listing offsets: denied by ACL: TOPIC_AUTHORIZATION_FAILED"):
         retrying(refused, "listing offsets", timeout=10)

@@ -52,7 +52,7 @@ def translate_group(
     offsets = None
     try:
         preflight.check_cluster(flow, "source", timeout=min(timeout, SOURCE_PROBE_S), quick=True)
-        offsets = committed_offsets(clients.admin(flow, "source", **clients.quiet()), [group], timeout).get(group)
+        offsets = committed_offsets(clients.admin(flow, "source"), [group], timeout).get(group)
     except preflight.ClusterUnreachableError as exc:
         if on_unreachable is not None:
             on_unreachable(str(exc))  # the source is gone: fall back to the checkpoints

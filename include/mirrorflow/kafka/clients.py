@@ -62,29 +62,27 @@ class ClientConfigError(ValueError):
     """A client setting librdkafka cannot honour; the message names the key, never its value."""
 
 
-class LibrdkafkaToDebug:
-    """A librdkafka ``logger``: its lines become DEBUG records (confluent-kafka calls ``log(level, fmt, *args)``).
+LIBRDKAFKA_LOGGER = "mirrorflow.librdkafka"
 
-    librdkafka would log each failed reconnect at ERROR on stderr, dozens of lines while a cluster is down;
-    the caller's own error (one line naming the cluster) says what matters. ``--debug`` (or any DEBUG logging
-    configuration) shows them again. The logger name stays the cluster check's, where it was introduced.
+
+class LibrdkafkaLog:
+    """librdkafka's log as DEBUG records of the ``mirrorflow.librdkafka`` logger, for every client mirrorflow creates.
+
+    Without it librdkafka writes its own lines to stderr: dozens of ``%3|...|FAIL|...`` lines while a broker restarts,
+    which a run rides through. What is a real problem reaches mirrorflow as an error (a failed request, a delivery
+    report, an error event) and is said once, in words; ``--debug`` (or any DEBUG logging configuration) shows the
+    client's own lines again. confluent-kafka calls ``log(level, fmt, *args)`` when the client is polled. Stateless and
+    with a fixed ``repr``, so a client configuration holding it pickles to Spark executors and keys kept clients.
     """
 
-    def __init__(self) -> None:
-        self._log = logging.getLogger("mirrorflow.preflight.librdkafka")
+    def log(self, level: int, msg: str, *args: Any) -> None:
+        logging.getLogger(LIBRDKAFKA_LOGGER).debug("librdkafka (level %d): " + msg, level, *args)
 
-    def log(self, _level: int, msg: str, *args: Any) -> None:
-        self._log.debug(msg, *args)
+    def __repr__(self) -> str:
+        return "LibrdkafkaLog()"
 
 
-def quiet() -> dict[str, Any]:
-    """Client overrides that keep librdkafka's log off stderr (at DEBUG in Python logging instead).
-
-    For clients that may talk to a cluster that is down while the command still answers (the source during a
-    disaster): ``clients.admin(flow, "source", **clients.quiet())``. librdkafka hands its log to the ``logger``
-    through the client's queue, so the lines appear when the client is polled (or a blocking call serves it).
-    """
-    return {"logger": LibrdkafkaToDebug()}
+LIBRDKAFKA_LOG = LibrdkafkaLog()
 
 
 def librdkafka_config(java_props: Mapping[str, str], client_id: str | None = None) -> dict[str, Any]:
@@ -128,6 +126,7 @@ def client_config(java_props: Mapping[str, str], client_id: str) -> dict[str, An
     """
     config = librdkafka_config(java_props, client_id)
     config.setdefault("allow.auto.create.topics", False)
+    config.setdefault("logger", LIBRDKAFKA_LOG)
     return config
 
 

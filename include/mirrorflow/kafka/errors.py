@@ -4,49 +4,88 @@ from __future__ import annotations
 
 from confluent_kafka import KafkaError
 
-
-def kafka_words(error: object) -> str:
-    """A Kafka error as its name and description (``MSG_SIZE_TOO_LARGE (Broker: Message size too large)``)."""
-    if isinstance(error, KafkaError):
-        return f"{error.name()} ({error.str()})"
-    return str(error)
-
-
 FENCED = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
 
-# Errors Kafka itself does not flag retriable but that a broker restart or a moving leader produces.
-TRANSIENT = {
-    KafkaError._TRANSPORT,
-    KafkaError._ALL_BROKERS_DOWN,
-    KafkaError._TIMED_OUT,
-    KafkaError._MSG_TIMED_OUT,
-    KafkaError._WAIT_COORD,
-    KafkaError._RESOLVE,
-    KafkaError._UNKNOWN_PARTITION,
-    KafkaError.REQUEST_TIMED_OUT,
-    KafkaError.NETWORK_EXCEPTION,
-    KafkaError.LEADER_NOT_AVAILABLE,
-    KafkaError.NOT_LEADER_FOR_PARTITION,
-    KafkaError.COORDINATOR_NOT_AVAILABLE,
-    KafkaError.NOT_COORDINATOR,
-    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-    KafkaError.CONCURRENT_TRANSACTIONS,
-    KafkaError.NOT_ENOUGH_REPLICAS,
-    KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-    KafkaError.UNKNOWN_TOPIC_OR_PART,
-    KafkaError.INVALID_TXN_STATE,
-    KafkaError.UNKNOWN_PRODUCER_ID,
-    KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER,
-}
+#: Kafka's retriable errors: the protocol errors whose Java exception extends ``RetriableException``
+#: (``org.apache.kafka.common.protocol.Errors``; ``InvalidMetadataException`` is one, refresh metadata and ask
+#: again). A broker that restarts answers ``FENCED_LEADER_EPOCH`` or ``NOT_LEADER_OR_FOLLOWER`` for a moment, and
+#: librdkafka does not flag every such answer of an admin request retriable, so the table is read as well.
+KAFKA_RETRIABLE = frozenset(
+    {
+        KafkaError.INVALID_MSG,  # CORRUPT_MESSAGE
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.NOT_LEADER_FOR_PARTITION,  # NOT_LEADER_OR_FOLLOWER
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError.REPLICA_NOT_AVAILABLE,
+        KafkaError.NETWORK_EXCEPTION,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.NOT_ENOUGH_REPLICAS,
+        KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        KafkaError.NOT_CONTROLLER,
+        KafkaError.CONCURRENT_TRANSACTIONS,
+        KafkaError.KAFKA_STORAGE_ERROR,
+        KafkaError.FETCH_SESSION_ID_NOT_FOUND,
+        KafkaError.INVALID_FETCH_SESSION_EPOCH,
+        KafkaError.LISTENER_NOT_FOUND,
+        KafkaError.FENCED_LEADER_EPOCH,
+        KafkaError.UNKNOWN_LEADER_EPOCH,
+        KafkaError.OFFSET_NOT_AVAILABLE,
+        KafkaError.PREFERRED_LEADER_NOT_AVAILABLE,
+        KafkaError.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+        KafkaError.UNSTABLE_OFFSET_COMMIT,
+        KafkaError.THROTTLING_QUOTA_EXCEEDED,
+        KafkaError.UNKNOWN_TOPIC_ID,
+        KafkaError.INCONSISTENT_TOPIC_ID,
+    }
+)
+
+#: librdkafka's own errors of a connection or a request that a broker coming back ends, and Kafka errors the
+#: Java client does not call retriable but a restart or a moving leader produces (a transaction's state).
+TRANSIENT = frozenset(
+    {
+        KafkaError._TRANSPORT,
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError._TIMED_OUT,
+        KafkaError._MSG_TIMED_OUT,
+        KafkaError._WAIT_COORD,
+        KafkaError._RESOLVE,
+        KafkaError._UNKNOWN_PARTITION,
+        KafkaError.INVALID_TXN_STATE,
+        KafkaError.UNKNOWN_PRODUCER_ID,
+        KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER,
+    }
+)
+
+
+#: Errors that say the cluster did not answer (a broker down, a network cut), not that it refused anything.
+UNREACHABLE = frozenset(
+    {
+        KafkaError._MSG_TIMED_OUT,
+        KafkaError._TIMED_OUT,
+        KafkaError._TRANSPORT,
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError._RESOLVE,
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError.NETWORK_EXCEPTION,
+    }
+)
+
+
+def is_unreachable(error: object) -> bool:
+    """True when the error means no answer came (so nothing was refused)."""
+    return isinstance(error, KafkaError) and error.code() in UNREACHABLE
 
 
 def is_retriable(error: object) -> bool:
-    """True for errors a later attempt of the same unit may not meet (transient broker conditions)."""
+    """True for errors a later attempt may not meet: librdkafka's retriable flag, Kafka's table, transient states."""
     if not isinstance(error, KafkaError):
         return False
     if error.code() in FENCED or error.fatal():
         return False
-    return bool(error.retriable()) or error.code() in TRANSIENT
+    return bool(error.retriable()) or error.code() in KAFKA_RETRIABLE or error.code() in TRANSIENT
 
 
 def is_fenced(error: object) -> bool:
@@ -54,4 +93,39 @@ def is_fenced(error: object) -> bool:
     return isinstance(error, KafkaError) and error.code() in FENCED
 
 
-__all__ = ["FENCED", "TRANSIENT", "is_fenced", "is_retriable", "kafka_words"]
+#: Kafka's authorization errors and the ACLs mirrorflow's principal needs on that kind of resource.
+DENIED = {
+    KafkaError.TOPIC_AUTHORIZATION_FAILED: (
+        "ACLs on the topic: DESCRIBE and READ on the source's topics, DESCRIBE, WRITE and CREATE on the target's"
+    ),
+    KafkaError.GROUP_AUTHORIZATION_FAILED: "ACLs on the consumer group: DESCRIBE and READ",
+    KafkaError.CLUSTER_AUTHORIZATION_FAILED: (
+        "ACLs on the cluster: DESCRIBE, DESCRIBE_CONFIGS, and CREATE where mirrorflow creates topics, ALTER where it "
+        "syncs ACLs"
+    ),
+    KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: (
+        "WRITE and DESCRIBE on the transactional ids mirrorflow uses (a PREFIXED ACL on 'mirrorflow|')"
+    ),
+}
+
+
+def kafka_words(error: object) -> str:
+    """A Kafka error as its name and description (``MSG_SIZE_TOO_LARGE (Broker: Message size too large)``); an
+    authorization error says that an ACL denied it and which ACLs mirrorflow's principal needs."""
+    if isinstance(error, KafkaError):
+        if error.code() in DENIED:
+            return f"denied by ACL: {error.name()} ({error.str()}); the principal needs {DENIED[error.code()]}"
+        return f"{error.name()} ({error.str()})"
+    return str(error)
+
+
+__all__ = [
+    "FENCED",
+    "KAFKA_RETRIABLE",
+    "TRANSIENT",
+    "UNREACHABLE",
+    "is_fenced",
+    "is_retriable",
+    "is_unreachable",
+    "kafka_words",
+]

@@ -10,7 +10,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 
-from ..kafka.errors import is_fenced, is_retriable, kafka_words
+from ..kafka.errors import is_fenced, is_retriable, is_unreachable, kafka_words
 from ..wire import CopiedRun, OffsetSync
 from .units import Run, UnitSpec
 
@@ -208,6 +208,8 @@ class SpanReports:
         if error.fatal():
             self.broken = True
             raise KafkaException(error)
+        if is_unreachable(error):
+            raise PerRecordReports(f"the target did not acknowledge a batch ({kafka_words(error)})")
         raise PerRecordReports(f"the target refused a record ({kafka_words(error)})")
 
     def raise_failure(self) -> None:
@@ -222,6 +224,15 @@ class SpanReports:
             missing = len(self.sent_offsets) - len(self.acked)
             raise UnitFailed(f"{where}: {missing} record(s) were not acknowledged by the target", retriable=True)
         upstream, error, size = min(self.errors, key=lambda item: (item[1].code() in CONSEQUENTIAL, item[0]))
+        if is_unreachable(error):
+            # Nothing was refused: the target did not answer in time. Say which source records are not copied.
+            offsets = sorted(u for u, _, _ in self.errors if u >= 0)
+            left = f"source offsets {offsets[0]} to {offsets[-1]}" if offsets else "the span's records"
+            raise UnitFailed(
+                f"{where}: the target did not acknowledge {len(self.errors)} record(s) in time "
+                f"({kafka_words(error)}): {left} are not copied; the next attempt copies them",
+                retriable=True,
+            )
         same = [item for item in self.errors if item[1].code() == error.code()]
         if error.code() in TOO_LARGE:
             # The broker refuses a whole batch for one oversized record: name the largest of them.

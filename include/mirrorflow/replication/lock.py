@@ -241,6 +241,9 @@ class FamilyLock:
         self._producer: Producer | None = None
         self._thread: threading.Thread | None = None
         self._last_error: KafkaError | None = None
+        # What went wrong with the lease while it was held, for the run's report (``take_warnings``): a run that
+        # rode through a broker restart says so in its report, not only in its log.
+        self._warnings: list[str] = []
         # The run's summary, set by the run before it exits: the release record carries it under "run", so the
         # cluster keeps a history of runs without Airflow (history.py reads it back; lease readers ignore it).
         self.summary: dict[str, Any] | None = None
@@ -272,6 +275,17 @@ class FamilyLock:
             return "released"
         last = f": {_words(self._last_error)}" if self._last_error is not None else ""
         return f"no renewal acknowledged for {self.ttl_ms / 1000 - self.margin_s:g} s{last}"
+
+    def _warn(self, message: str) -> None:
+        """Log a problem of the lease once, and keep it for the run's report."""
+        if message not in self._warnings:
+            log.warning("%s", message)
+            self._warnings.append(message)
+
+    def take_warnings(self) -> list[str]:
+        """The lease's problems since the last call (a continuous run's batches each take their own)."""
+        taken, self._warnings = self._warnings, []
+        return taken
 
     # -- Kafka plumbing ------------------------------------------------------------------------------
 
@@ -454,14 +468,14 @@ class FamilyLock:
         wait = self.renew_every_s
         while not self._stop.wait(wait):
             if not self.held:
-                log.error("lock %s lost: %s", self.name, self.lost_reason)
+                self._warn(f"lock {self.name} lost: {self.lost_reason}")
                 return
             sent = time.monotonic()
             try:
                 self._send("renew", min(sent + self.renew_every_s, self._valid_until))
             except KafkaException as exc:
                 error = _kafka_error(exc)
-                log.warning("lock %s: renewal failed: %s", self.name, _words(error) if error else exc)
+                self._warn(f"lock {self.name}: renewal failed: {_words(error) if error else exc}")
                 wait = min(1.0, self.renew_every_s)
                 continue
             self._valid_until = sent + self.ttl_ms / 1000 - self.margin_s

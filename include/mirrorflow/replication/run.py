@@ -627,12 +627,12 @@ def _replicate(
     run = _Run(config, flow, family, executor, only_topics, timeout)
     held_here = contextlib.ExitStack()  # the lock this call claims (none when the caller holds one)
     claimed: FamilyLock | None = None
+    held: FamilyLock | None = lock
     crashed = True  # until the run ends its own way
     try:
         with phase(report, "lock"):
             if lock is None:
-                claimed = held_here.enter_context(family_lock(flow, family, timeout))
-            held = lock if lock is not None else claimed
+                held = claimed = held_here.enter_context(family_lock(flow, family, timeout))
         assert held is not None
         run.execute(report, held)
         crashed = False
@@ -640,6 +640,8 @@ def _replicate(
         report.errors.append(str(exc))
         crashed = False
     finally:
+        if held is not None:
+            report.warnings += held.take_warnings()
         if claimed is not None:  # the release this call writes carries the run's summary (history.py)
             claimed.summary = summarize(flow, report, started_ms, time.monotonic() - started, crashed, claimed)
         with phase(report, "release"):
