@@ -472,6 +472,63 @@ def test_target_broker_stopped_for_five_seconds_mid_copy(pair: Pair) -> None:
     print(json.dumps({"retries": sum(p.retries for p in first.partitions), "ok": first.ok}))
 
 
+@pytest.mark.stops_brokers
+@pytest.mark.parametrize("delivery", ["at-least-once", "exactly-once"])
+def test_a_run_through_a_stopped_target_says_each_problem_once_in_its_report(
+    pair: Pair, tmp_path: Path, delivery: str
+) -> None:
+    """``mirrorflow replicate`` while the target broker stops answering for longer than the lease and the delivery
+    timeout: no raw librdkafka line on stderr, what the run warns about (the lease) in its report's warnings, a
+    delivery timeout named as records not copied (never "refused"), and a second run completes the copy."""
+    prefix = unique_topic_name("stall-tgt")
+    topic = create_topic(pair.primary, prefix, partitions=2)
+    per_partition = 40_000
+    load(pair, topic, per_partition)
+    source, target = unique_alias("ss"), unique_alias("st")
+    extra = (
+        f"mirrorflow.delivery = {delivery}\nmirrorflow.unit.max.records = 5000\nmirrorflow.lock.ttl = 6s\n"
+        f"{target}.producer.delivery.timeout.ms = 4000\n"
+    )
+    config_file = tmp_path / "mm2.properties"
+    config_file.write_text(config_text(pair, prefix, extra, source, target))
+    remote = f"{source}.{topic}"
+    report_file = tmp_path / "run.json"
+    command = [
+        str(Path(sys.executable).parent / "mirrorflow"),
+        *("replicate", "--in-process", "--config", str(config_file), "--flow", f"{source}->{target}"),
+        *("--report", str(report_file)),
+    ]
+    run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    watermarks = Watermarks(pair.backup, remote, 2)
+    deadline = time.monotonic() + 120
+    while watermarks() < per_partition // 2 and time.monotonic() < deadline and run.poll() is None:
+        time.sleep(0.05)
+    watermarks.close()
+    assert run.poll() is None, "the copy ended before the target was stopped"
+    assert pair.target is not None  # embedded only (stops_brokers)
+    frozen(pair.target, 10)
+    _out, err = run.communicate(timeout=300)
+    assert not re.search(r"^%\d+\|", err, re.MULTILINE), err  # librdkafka's own lines go to DEBUG
+    report = json.loads(report_file.read_text())
+    assert any("lock" in w and ("lost" in w or "renewal failed" in w) for w in report["warnings"]), report["warnings"]
+    for error in report["errors"]:
+        assert "refused" not in error, error
+    timeouts = [e for e in report["errors"] if "_MSG_TIMED_OUT" in e]
+    for error in timeouts:
+        assert re.search(
+            r"did not acknowledge \d+ record\(s\) in time .*source offsets \d+ to \d+ are not copied", error
+        )
+    again = subprocess.run([*command[:-2]], capture_output=True, text=True, timeout=300, check=False)
+    assert again.returncode == 0, again.stderr
+    copied, expected = values(pair.backup, remote), values(pair.primary, topic)
+    if delivery == "exactly-once":
+        assert copied == expected  # no duplicate, no gap
+    else:  # at-least-once: every record, in order, possibly some twice
+        for partition, records in expected.items():
+            assert list(dict.fromkeys(copied[partition])) == records
+    print(json.dumps({"delivery": delivery, "exit": run.returncode, "errors": report["errors"][:2]}))
+
+
 # ------------------------------------------------------------------------------------ a rejected record
 
 

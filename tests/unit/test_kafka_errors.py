@@ -96,3 +96,21 @@ def test_a_denied_request_says_an_acl_denied_it_and_what_is_needed() -> None:
 def test_no_answer_is_not_a_refusal() -> None:
     assert is_unreachable(KafkaError(KafkaError._MSG_TIMED_OUT))
     assert not is_unreachable(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE))
+
+
+def test_records_the_target_did_not_acknowledge_in_time_are_named_as_not_copied() -> None:
+    """A delivery timeout (the target stopped answering) is no refusal: the unit names the source range left."""
+    from mirrorflow.replication.delivery import SpanReports, UnitFailed
+
+    reports = SpanReports("orders[0] -> east.orders", per_record=True)
+    reports.sent_offsets += [100, 101, 102, 103]
+    reports.acked.append(7)
+    reports.errors += [(u, KafkaError(KafkaError._MSG_TIMED_OUT), 10) for u in (101, 102, 103)]
+    with pytest.raises(UnitFailed) as err:
+        reports.raise_failure()
+    assert str(err.value) == (
+        "orders[0] -> east.orders: the target did not acknowledge 3 record(s) in time "
+        "(_MSG_TIMED_OUT (Local: Message timed out)): source offsets 101 to 103 are not copied; "
+        "the next attempt copies them"
+    )
+    assert err.value.retriable

@@ -95,7 +95,14 @@ _RETRIABLE = {
 }
 # The connection settings the lock's own clients take from the target's client properties.
 _CONNECTION_PREFIXES = ("ssl.", "sasl.", "socket.", "enable.ssl")
-_CONNECTION_KEYS = ("bootstrap.servers", "security.protocol", "client.id", "broker.address.family", "client.rack")
+_CONNECTION_KEYS = (
+    "bootstrap.servers",
+    "security.protocol",
+    "client.id",
+    "broker.address.family",
+    "client.rack",
+    "logger",
+)
 
 T = TypeVar("T")
 
