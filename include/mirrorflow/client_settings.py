@@ -367,6 +367,18 @@ def _tls(java: Mapping[str, str], out: Translation) -> None:
             out.notes.append((key, _NO_TLS_VERSION))
 
 
+@lru_cache(maxsize=1)
+def kerberos_available() -> bool:
+    """True when this Python's librdkafka is built with SASL/GSSAPI (the PyPI wheels of confluent-kafka are not)."""
+    from confluent_kafka import KafkaException, Producer  # only when a file asks for Kerberos
+
+    try:
+        Producer({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "GSSAPI"}).flush(0)
+    except KafkaException as exc:
+        return "No provider for SASL mechanism" not in str(exc)
+    return True
+
+
 def is_java_only(key: str) -> bool:
     """True for a Java client setting librdkafka has no use for (dropped)."""
     return key in JAVA_ONLY or key.startswith(JAVA_ONLY_PREFIXES)
@@ -395,5 +407,6 @@ __all__ = [
     "ClientSettingError",
     "Translation",
     "is_java_only",
+    "kerberos_available",
     "translate",
 ]

@@ -457,3 +457,19 @@ def test_validate_warns_where_a_setting_is_honoured_in_part() -> None:
         w.startswith("mm2.properties:5: warning: ssl.protocol: librdkafka has no setting for the TLS version")
         for w in config.warnings
     ), config.warnings
+
+
+def test_validate_warns_when_this_pythons_client_has_no_kerberos() -> None:
+    """The PyPI wheel of confluent-kafka has no GSSAPI: a file asking for Kerberos is accepted (other machines may
+    have it) with a warning at the mechanism's line."""
+    from mirrorflow.client_settings import kerberos_available
+
+    text = BASE + (
+        "b.sasl.mechanism = GSSAPI\n"
+        f'b.sasl.jaas.config = {KRB5} required useKeyTab=true keyTab="/etc/m.keytab" principal="m@EXAMPLE.COM";\n'
+    )
+    warnings = parse_config(text, "mm2.properties").warnings
+    kerberos = [w for w in warnings if "built without Kerberos" in w]
+    assert kerberos == ([] if kerberos_available() else [kerberos[0]])
+    if kerberos:
+        assert kerberos[0].startswith("mm2.properties:5: warning: b.sasl.mechanism:")

@@ -9,13 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from ..client_settings import ClientSettingError, translate
+from ..client_settings import ClientSettingError, kerberos_available, translate
 from .model import Origin, Role, Setting, Side
 
 #: Where a finding about a key the client does not set is reported: the setting that needs it.
 _RELATED = ("sasl.jaas.config", "sasl.mechanism", "ssl.keystore.key", "ssl.keystore.location", "security.protocol")
 
 Report = Callable[[Origin, str], None]
+
+_NO_KERBEROS = (
+    "this Python's confluent-kafka is built without Kerberos (GSSAPI): a client fails when it is created here; install "
+    "a confluent-kafka built against a librdkafka with Cyrus SASL on every Airflow worker and Spark executor"
+)
 
 
 def _origin(settings: Mapping[str, Setting], key: str) -> tuple[Origin | None, bool]:
@@ -33,12 +38,15 @@ def check_clients(clients: Mapping[tuple[Side, Role], Mapping[str, Setting]], er
     for settings in clients.values():
         java = {key: setting.value for key, setting in settings.items()}
         try:
-            notes = translate(java).notes
+            translation = translate(java)
         except ClientSettingError as exc:
             origin, own = _origin(settings, exc.key)
             if origin is not None:
                 error(origin, exc.reason if own else str(exc))
             continue
+        notes = list(translation.notes)
+        if translation.config.get("sasl.mechanisms") == "GSSAPI" and not kerberos_available():
+            notes.append(("sasl.mechanism", _NO_KERBEROS))
         for key, note in notes:
             origin, own = _origin(settings, key)
             if origin is not None:
