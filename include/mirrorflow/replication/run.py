@@ -98,8 +98,9 @@ class RunStartError(RuntimeError):
 
 
 def _offsets(
-    admin: Any, partitions: list[TopicPartition], spec: OffsetSpec, isolation: IsolationLevel, timeout: float
+    admin: Any, partitions: list[TopicPartition], spec: OffsetSpec, isolation: IsolationLevel, timeout: float, on: str
 ) -> dict[tuple[str, int], int]:
+    """The offsets of ``spec``, asked again while Kafka calls the failure retriable; ``on`` names the cluster."""
     if not partitions:
         return {}
 
@@ -109,7 +110,7 @@ def _offsets(
 
     names = sorted({tp.topic for tp in partitions})
     topics_asked = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
-    return retrying(ask, f"listing offsets of {topics_asked}", timeout)
+    return retrying(ask, f"listing offsets of {topics_asked} on {on}", timeout)
 
 
 class _Run:
@@ -128,6 +129,7 @@ class _Run:
         self.only_topics, self.timeout = only_topics, timeout
         self.source_admin = clients.admin(flow, "source")
         self.target_admin = clients.admin(flow, "target")
+        self.on_source, self.on_target = f"cluster '{flow.source}' (source)", f"cluster '{flow.target}' (target)"
         self.fault = fault_from_env()
         self.resets: dict[tuple[str, int], Reset] = {}  # partitions whose next unit starts over
         self.ledger: dict[tuple[str, int], list[tuple[int, int, int, int]]] = {}  # (first, last, records, bytes)
@@ -202,7 +204,7 @@ class _Run:
         with phase(report, "copy"):
             self._copy(report, lock, by_tp, common, pending, ends, progress_partitions)
         with phase(report, "finish"):
-            latest_ends = _offsets(self.source_admin, tps, OffsetSpec.latest(), isolation, self.timeout)
+            latest_ends = _offsets(self.source_admin, tps, OffsetSpec.latest(), isolation, self.timeout, self.on_source)
             for key, part in by_tp.items():
                 part.lag = max(0, latest_ends[key] - part.position)
                 if part.status == "planned":
@@ -253,8 +255,8 @@ class _Run:
 
         where = f"reading progress from {progress_topic(flow.source)} on {flow.target}"
         ends, starts, (stored, reached), self.source_ids, self.target_ids = _together(
-            lambda: _offsets(self.source_admin, tps, OffsetSpec.latest(), isolation, self.timeout),
-            lambda: _offsets(self.source_admin, tps, OffsetSpec.earliest(), isolation, self.timeout),
+            lambda: _offsets(self.source_admin, tps, OffsetSpec.latest(), isolation, self.timeout, self.on_source),
+            lambda: _offsets(self.source_admin, tps, OffsetSpec.earliest(), isolation, self.timeout, self.on_source),
             lambda: retrying(read_progress, where, self.timeout),
             lambda: topic_ids(self.source_admin, list(remote), self.timeout),
             lambda: topic_ids(self.target_admin, list(remote.values()), self.timeout),
@@ -355,8 +357,13 @@ class _Run:
         # Read uncommitted, the plan's ends are the high watermarks already.
         watermarks = ends if self.isolation == uncommitted else None
         source_hw, target_hw, fingerprints = _together(
-            lambda: watermarks or _offsets(self.source_admin, known, OffsetSpec.latest(), uncommitted, self.timeout),
-            lambda: _offsets(self.target_admin, remote_tps, OffsetSpec.latest(), uncommitted, self.timeout),
+            lambda: (
+                watermarks
+                or _offsets(self.source_admin, known, OffsetSpec.latest(), uncommitted, self.timeout, self.on_source)
+            ),
+            lambda: _offsets(
+                self.target_admin, remote_tps, OffsetSpec.latest(), uncommitted, self.timeout, self.on_target
+            ),
             lambda: self._fingerprints(known, stored, starts, ends),
         )
         for tp in known:

@@ -11,13 +11,15 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 
+from ..kafka.errors import kafka_words
+
 
 def error_text(exc: BaseException, timeout: float) -> str:
     """A short reason for a failed admin future (a timeout says how long was waited)."""
     if isinstance(exc, FutureTimeout):
         return f"no answer within {timeout:g} s"
     if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
-        return f"{exc.args[0].name()}: {exc.args[0].str()}"
+        return kafka_words(exc.args[0])  # an authorization error says which ACLs are missing
     return str(exc) or type(exc).__name__
 
 
