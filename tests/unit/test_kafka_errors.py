@@ -114,3 +114,34 @@ def test_records_the_target_did_not_acknowledge_in_time_are_named_as_not_copied(
         "the next attempt copies them"
     )
     assert err.value.retriable
+
+
+def test_a_batched_admin_request_asks_again_for_the_items_kafka_calls_retriable() -> None:
+    """Target preparation: a topic whose creation met a moving controller is asked for again, the others are not."""
+    from concurrent.futures import Future
+
+    from mirrorflow.topics.admin_calls import outcomes
+
+    answers = {
+        "a": [None],
+        "b": [KafkaError(KafkaError.NOT_CONTROLLER), KafkaError(KafkaError.FENCED_LEADER_EPOCH), None],
+        "c": [KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED)],
+    }
+    asked: list[list[str]] = []
+
+    def ask(items: list[str]) -> dict[str, Future[None]]:
+        asked.append(list(items))
+        futures: dict[str, Future[None]] = {}
+        for item in items:
+            futures[item] = Future()
+            error = answers[item].pop(0)
+            if error is None:
+                futures[item].set_result(None)
+            else:
+                futures[item].set_exception(KafkaException(error))
+        return futures
+
+    found = outcomes(ask, ["a", "b", "c"], str, timeout=10)
+    assert asked == [["a", "b", "c"], ["b"], ["b"]]
+    assert found["a"] is None and found["b"] is None
+    assert "TOPIC_AUTHORIZATION_FAILED" in str(found["c"])

@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient, ConfigEntry, NewPartitions, NewTo
 
 from ..config.model import FlowConfig
 from .acls import sync_topic_acls
-from .admin_calls import error_code, error_text, wait
+from .admin_calls import error_code, error_text, outcomes
 from .configs import creation_configs, describe_configs, sync_topic_configs
 from .plan import CreatedTopic, PreparationReport, TopicPlan, discover, only
 
@@ -76,13 +76,16 @@ def _create_missing(
     if not requests:
         return
     new_topics = [NewTopic(r, p.partitions, replication_factor, config=c) for r, (p, c) in requests.items()]
-    futures = target_admin.create_topics(new_topics, operation_timeout=timeout, request_timeout=timeout)
-    for remote, future in futures.items():
+    found = outcomes(
+        lambda topics: target_admin.create_topics(topics, operation_timeout=timeout, request_timeout=timeout),
+        new_topics,
+        lambda topic: topic.topic,
+        timeout,
+    )
+    for remote, exc in found.items():
         plan, configs = requests[remote]
-        try:
-            wait(future, timeout)
-        except Exception as exc:  # noqa: BLE001 - recorded per topic
-            if error_code(exc) == KafkaError.TOPIC_ALREADY_EXISTS:
+        if exc is not None:
+            if error_code(exc) == KafkaError.TOPIC_ALREADY_EXISTS:  # a concurrent run, or our own retried request
                 log.info("flow %s: remote topic %s was created concurrently", flow.name, remote)
                 continue
             reason = error_text(exc, timeout)
@@ -107,13 +110,16 @@ def _grow_partitions(
     if not short:
         return
     requests = [NewPartitions(remote, plan.partitions) for remote, (plan, _) in short.items()]
-    futures = target_admin.create_partitions(requests, operation_timeout=timeout, request_timeout=timeout)
+    found = outcomes(
+        lambda asked: target_admin.create_partitions(asked, operation_timeout=timeout, request_timeout=timeout),
+        requests,
+        lambda request: request.topic,
+        timeout,
+    )
     failed: dict[str, str] = {}
-    for remote, future in futures.items():
+    for remote, exc in found.items():
         plan, before = short[remote]
-        try:
-            wait(future, timeout)
-        except Exception as exc:  # noqa: BLE001 - recorded per topic
+        if exc is not None:
             failed[remote] = error_text(exc, timeout)
             continue
         report.partitions_added[plan.source_topic] = (before, plan.partitions)
