@@ -10,37 +10,37 @@ FENCED = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRO
 #: (``org.apache.kafka.common.protocol.Errors``; ``InvalidMetadataException`` is one, refresh metadata and ask
 #: again). A broker that restarts answers ``FENCED_LEADER_EPOCH`` or ``NOT_LEADER_OR_FOLLOWER`` for a moment, and
 #: librdkafka does not flag every such answer of an admin request retriable, so the table is read as well.
-KAFKA_RETRIABLE = frozenset(
-    {
-        KafkaError.INVALID_MSG,  # CORRUPT_MESSAGE
-        KafkaError.UNKNOWN_TOPIC_OR_PART,
-        KafkaError.LEADER_NOT_AVAILABLE,
-        KafkaError.NOT_LEADER_FOR_PARTITION,  # NOT_LEADER_OR_FOLLOWER
-        KafkaError.REQUEST_TIMED_OUT,
-        KafkaError.REPLICA_NOT_AVAILABLE,
-        KafkaError.NETWORK_EXCEPTION,
-        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-        KafkaError.COORDINATOR_NOT_AVAILABLE,
-        KafkaError.NOT_COORDINATOR,
-        KafkaError.NOT_ENOUGH_REPLICAS,
-        KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-        KafkaError.NOT_CONTROLLER,
-        KafkaError.CONCURRENT_TRANSACTIONS,
-        KafkaError.KAFKA_STORAGE_ERROR,
-        KafkaError.FETCH_SESSION_ID_NOT_FOUND,
-        KafkaError.INVALID_FETCH_SESSION_EPOCH,
-        KafkaError.LISTENER_NOT_FOUND,
-        KafkaError.FENCED_LEADER_EPOCH,
-        KafkaError.UNKNOWN_LEADER_EPOCH,
-        KafkaError.OFFSET_NOT_AVAILABLE,
-        KafkaError.PREFERRED_LEADER_NOT_AVAILABLE,
-        KafkaError.ELIGIBLE_LEADERS_NOT_AVAILABLE,
-        KafkaError.UNSTABLE_OFFSET_COMMIT,
-        KafkaError.THROTTLING_QUOTA_EXCEEDED,
-        KafkaError.UNKNOWN_TOPIC_ID,
-        KafkaError.INCONSISTENT_TOPIC_ID,
-    }
-)
+KAFKA_RETRIABLE_CODES = {
+    "CORRUPT_MESSAGE": 2,
+    "UNKNOWN_TOPIC_OR_PARTITION": 3,
+    "LEADER_NOT_AVAILABLE": 5,
+    "NOT_LEADER_OR_FOLLOWER": 6,
+    "REQUEST_TIMED_OUT": 7,
+    "REPLICA_NOT_AVAILABLE": 9,
+    "NETWORK_EXCEPTION": 13,
+    "COORDINATOR_LOAD_IN_PROGRESS": 14,
+    "COORDINATOR_NOT_AVAILABLE": 15,
+    "NOT_COORDINATOR": 16,
+    "NOT_ENOUGH_REPLICAS": 19,
+    "NOT_ENOUGH_REPLICAS_AFTER_APPEND": 20,
+    "NOT_CONTROLLER": 41,
+    "CONCURRENT_TRANSACTIONS": 51,
+    "KAFKA_STORAGE_ERROR": 56,
+    "FETCH_SESSION_ID_NOT_FOUND": 70,
+    "INVALID_FETCH_SESSION_EPOCH": 71,
+    "LISTENER_NOT_FOUND": 72,
+    "FENCED_LEADER_EPOCH": 74,
+    "UNKNOWN_LEADER_EPOCH": 75,
+    "OFFSET_NOT_AVAILABLE": 78,
+    "PREFERRED_LEADER_NOT_AVAILABLE": 80,
+    "ELIGIBLE_LEADERS_NOT_AVAILABLE": 83,
+    "UNSTABLE_OFFSET_COMMIT": 88,
+    "THROTTLING_QUOTA_EXCEEDED": 89,
+    "UNKNOWN_TOPIC_ID": 100,
+    "INCONSISTENT_TOPIC_ID": 103,
+}
+"""Kafka's names and protocol codes (numbers, which every confluent-kafka version shares; names vary)."""
+KAFKA_RETRIABLE = frozenset(KAFKA_RETRIABLE_CODES.values())
 
 #: librdkafka's own errors of a connection or a request that a broker coming back ends, and Kafka errors the
 #: Java client does not call retriable but a restart or a moving leader produces (a transaction's state).
