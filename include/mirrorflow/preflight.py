@@ -29,7 +29,6 @@ from __future__ import annotations
 import errno
 import functools
 import logging
-import re
 import socket
 import threading
 import time
@@ -42,6 +41,7 @@ from confluent_kafka.admin import AdminClient
 
 from .config.model import FlowConfig, Side
 from .kafka import clients
+from .kafka.errors import event_words
 from .kafka.refusals import refusal
 
 log = logging.getLogger(__name__)
@@ -66,16 +66,10 @@ _REASONS = (
 # What list_topics says when nothing answered at all (its "Broker transport failure" explains nothing).
 _SILENT = (KafkaError._TIMED_OUT, KafkaError._TRANSPORT)
 _ALL_DOWN = (KafkaError._ALL_BROKERS_DOWN, KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED)
-# "127.0.0.1:19092/bootstrap: Connect to ipv4#127.0.0.1:19092 failed: Connection refused (after 0ms in state
-# CONNECT, 3 identical error(s) suppressed)" -> "Connect to ipv4#127.0.0.1:19092 failed: Connection refused"
-_BROKER_PREFIX = re.compile(r"^\S+/\S+: ")
-_STATE_SUFFIX = re.compile(r"\s*\(after \d+ms in state \w+(?:[^()]|\([^()]*\))*\)\s*$")
 # A quick check's TCP connect: a refusal is immediate; a server that has not accepted by then is left to librdkafka.
 _CONNECT_S = 0.5
 # connect() errors that mean nobody will answer on that address (as librdkafka's "all brokers down" does).
 _FINAL_ERRNOS = {errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EADDRNOTAVAIL}
-# "PLAINTEXT://host:9092", "[::1]:9092", "host:9092" -> ("host", 9092); librdkafka accepts all three.
-_BOOTSTRAP = re.compile(r"^(?:[A-Za-z_]+://)?\[?(?P<host>[^\[\]]+?)\]?:(?P<port>\d+)$")
 
 
 class ClusterUnreachableError(RuntimeError):
@@ -102,11 +96,6 @@ class ClusterHealth:
 def cluster_timeout(flow: FlowConfig) -> float:
     """Seconds a check of this flow's clusters may take (``mirrorflow.cluster.timeout``)."""
     return float(flow.get_seconds(TIMEOUT_KEY))
-
-
-def _reason(error: KafkaError) -> str:
-    text = _BROKER_PREFIX.sub("", error.str(), count=1)
-    return _STATE_SUFFIX.sub("", text)
 
 
 def _describe(flow: FlowConfig, side: Side) -> tuple[str, str]:
@@ -139,10 +128,10 @@ def refused_everywhere(bootstrap: str, connect_timeout: float = _CONNECT_S) -> s
     """
     reasons: list[str] = []
     for server in (s.strip() for s in bootstrap.split(",") if s.strip()):
-        match = _BOOTSTRAP.match(server)
-        if match is None:
+        address = clients.server_address(server)
+        if address is None:
             return None
-        host, port = match["host"], int(match["port"])
+        host, port = address
         try:
             addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
         except socket.gaierror as exc:
@@ -219,7 +208,7 @@ def probe(new_admin: Callable[..., Any], timeout: float, label: str) -> tuple[in
     metadata = outcome.get("metadata")
     if metadata is not None:
         return len(metadata.brokers), len(metadata.topics), seconds
-    reasons = [_reason(e) for e in errors if e.code() in _REASONS]
+    reasons = [event_words(e) for e in errors if e.code() in _REASONS]
     if reasons:
         reason = reasons[-1]
     elif isinstance(outcome.get("error"), KafkaError) and outcome["error"].code() not in _SILENT:

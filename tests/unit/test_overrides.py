@@ -41,6 +41,22 @@ def test_plain_is_the_default_mechanism_and_an_explicit_protocol_is_kept() -> No
     assert got["b.security.protocol"] == "SASL_PLAINTEXT" and got["b.sasl.mechanism"] == "PLAIN"
 
 
+def test_the_forms_truststore_field_is_a_pem_file() -> None:
+    """The connection form's "Truststore (PEM file)": Java's default store type is JKS, which librdkafka cannot read,
+    so the field implies PEM unless the extra names another type (which validation then refuses with keytool's
+    command)."""
+    field = {e.key: e.value for e in ov.connection_entries("b", extra={"ssl_truststore_location": "/etc/ca.pem"})}
+    assert field["b.ssl.truststore.location"] == "/etc/ca.pem" and field["b.ssl.truststore.type"] == "PEM"
+    assert librdkafka_config({k.removeprefix("b."): v for k, v in field.items()}) == {"ssl.ca.location": "/etc/ca.pem"}
+    typed = {
+        e.key: e.value
+        for e in ov.connection_entries(
+            "b", extra={"ssl.truststore.type": "PKCS12", "ssl_truststore_location": "/etc/ca.p12"}
+        )
+    }
+    assert typed["b.ssl.truststore.type"] == "PKCS12"
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [

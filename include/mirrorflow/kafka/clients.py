@@ -23,6 +23,8 @@ from .calls import CountingAdmin, note
 
 log = logging.getLogger(__name__)
 
+# "PLAINTEXT://host:9092", "[::1]:9092", "host:9092" -> ("host", 9092); librdkafka accepts all three.
+_SERVER = re.compile(r"^(?:[A-Za-z_]+://)?\[?(?P<host>[^\[\]]+?)\]?:(?P<port>\d+)$")
 _NO_SUCH_PROPERTY = re.compile(r"No such configuration property: \"([^\"]+)\"")
 
 RECEIVE_MAX = 200 * 1024 * 1024
@@ -56,6 +58,12 @@ def bounded_reader(config: Mapping[str, Any], **overrides: Any) -> dict[str, Any
     remain, fetches return them at once as before.
     """
     return {**config, **BOUNDED_READER, **overrides}
+
+
+def server_address(server: str) -> tuple[str, int] | None:
+    """``(host, port)`` of one ``bootstrap.servers`` entry, None when it is not ``[PROTOCOL://]HOST:PORT``."""
+    match = _SERVER.match(server.strip())
+    return (match["host"], int(match["port"])) if match else None
 
 
 class ClientConfigError(ValueError):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from confluent_kafka import KafkaError
 
 FENCED = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
@@ -91,6 +93,17 @@ def is_retriable(error: object) -> bool:
 def is_fenced(error: object) -> bool:
     """True for the errors a transactional producer gets once a newer holder of its id exists."""
     return isinstance(error, KafkaError) and error.code() in FENCED
+
+
+# "127.0.0.1:19092/bootstrap: Connect to ipv4#127.0.0.1:19092 failed: Connection refused (after 0ms in state
+# CONNECT, 3 identical error(s) suppressed)" -> "Connect to ipv4#127.0.0.1:19092 failed: Connection refused"
+_BROKER_PREFIX = re.compile(r"^\S+/\S+: ")
+_STATE_SUFFIX = re.compile(r"\s*\(after \d+ms in state \w+(?:[^()]|\([^()]*\))*\)\s*$")
+
+
+def event_words(error: KafkaError) -> str:
+    """A client's error event without the broker's name before it and librdkafka's state after it."""
+    return _STATE_SUFFIX.sub("", _BROKER_PREFIX.sub("", error.str(), count=1))
 
 
 #: Kafka's authorization errors and the ACLs mirrorflow's principal needs on that kind of resource.

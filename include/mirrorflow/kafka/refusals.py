@@ -10,7 +10,6 @@ why. Nothing here ever names a secret: settings are named by key.
 from __future__ import annotations
 
 import os
-import re
 import socket
 import ssl
 from collections.abc import Iterable, Mapping
@@ -18,26 +17,18 @@ from typing import Any
 
 from confluent_kafka import KafkaError
 
+from .clients import server_address
+from .errors import event_words
+
 _CREDENTIALS = (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED)
-_BOOTSTRAP = re.compile(r"^(?:[A-Za-z_]+://)?\[?(?P<host>[^\[\]]+?)\]?:(?P<port>\d+)$")
-_STATE_SUFFIX = re.compile(r"\s*\(after \d+ms in state \w+(?:[^()]|\([^()]*\))*\)\s*$")
-_BROKER_PREFIX = re.compile(r"^\S+/\S+: ")
 # OpenSSL's verification results that mean "a certificate for another name" (X509_V_ERR_HOSTNAME_MISMATCH,
 # X509_V_ERR_IP_ADDRESS_MISMATCH).
 _NAME_MISMATCH = (62, 64)
 _TLS_PROBE_S = 3.0
 
 
-def _detail(error: KafkaError) -> str:
-    return _STATE_SUFFIX.sub("", _BROKER_PREFIX.sub("", error.str(), count=1))
-
-
 def _first_server(bootstrap: str) -> tuple[str, int] | None:
-    for server in (s.strip() for s in bootstrap.split(",") if s.strip()):
-        match = _BOOTSTRAP.match(server)
-        if match:
-            return match["host"], int(match["port"])
-    return None
+    return next(filter(None, (server_address(s) for s in bootstrap.split(",") if s.strip())), None)
 
 
 def _context(config: Mapping[str, Any]) -> ssl.SSLContext:
@@ -88,7 +79,7 @@ def refusal(
     login = [e for e in errors if e.code() in _CREDENTIALS]
     if login:
         return (
-            f"refused the credentials (SASL authentication failed: {_detail(login[-1])}): "
+            f"refused the credentials (SASL authentication failed: {event_words(login[-1])}): "
             f"check {alias}'s sasl.jaas.config and sasl.mechanism"
         )
     tls = [e for e in errors if e.code() == KafkaError._SSL]
@@ -109,7 +100,7 @@ def refusal(
             f"presented a TLS certificate that is not trusted by {alias}'s truststore ({words}, at {where}): "
             f"check {alias}'s ssl.truststore.location or ssl.truststore.certificates"
         )
-    return f"failed the TLS handshake ({_detail(tls[-1])}): check {alias}'s ssl.* settings"
+    return f"failed the TLS handshake ({event_words(tls[-1])}): check {alias}'s ssl.* settings"
 
 
 __all__ = ["refusal", "tls_verdict"]
