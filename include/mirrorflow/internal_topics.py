@@ -27,6 +27,8 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 
 from .config.model import FlowConfig, Side
 from .kafka import clients
+from .kafka.errors import is_retriable, kafka_words
+from .kafka.retries import outcomes
 
 log = logging.getLogger(__name__)
 
@@ -119,11 +121,15 @@ def ensure_topic(
         config=dict(topic.config),
     )
     create_error: KafkaError | None = None
-    try:
-        admin.create_topics([new], operation_timeout=timeout, request_timeout=timeout)[topic.name].result(timeout)
-    except KafkaException as exc:
-        create_error = exc.args[0]
-    except TimeoutError:
+    asked = outcomes(
+        lambda topics: admin.create_topics(topics, operation_timeout=timeout, request_timeout=timeout),
+        [new],
+        lambda t: t.topic,
+        timeout,
+    )[topic.name]
+    if isinstance(asked, KafkaException):
+        create_error = asked.args[0]
+    elif asked is not None:  # no answer in time
         create_error = KafkaError(KafkaError._TIMED_OUT, f"no answer to CreateTopics within {timeout:.0f} s")
     if create_error is None:
         # Creation is asynchronous: readers and writers come next, so wait until every partition has a leader.
@@ -160,8 +166,9 @@ def _wait_described(admin: AdminClient, name: str, deadline: float, leaders: boo
             if description.partitions and (not leaders or all(p.leader is not None for p in description.partitions)):
                 return description
         except KafkaException as exc:
-            if exc.args[0].code() not in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC):
-                raise RuntimeError(f"cannot describe internal topic {name}: {exc.args[0].str()}") from None
+            missing = exc.args[0].code() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC)
+            if not missing and not is_retriable(exc.args[0]):
+                raise RuntimeError(f"cannot describe internal topic {name}: {kafka_words(exc.args[0])}") from None
         except TimeoutError:
             pass  # asked again until the deadline
         if time.monotonic() >= deadline:

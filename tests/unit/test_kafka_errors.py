@@ -120,7 +120,7 @@ def test_a_batched_admin_request_asks_again_for_the_items_kafka_calls_retriable(
     """Target preparation: a topic whose creation met a moving controller is asked for again, the others are not."""
     from concurrent.futures import Future
 
-    from mirrorflow.topics.admin_calls import outcomes
+    from mirrorflow.kafka.retries import outcomes
 
     answers = {
         "a": [None],

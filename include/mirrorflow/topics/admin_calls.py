@@ -5,17 +5,13 @@ Every future is waited with a timeout, so a broker that does not answer cannot h
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any, TypeVar
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 
-from ..kafka.errors import is_retriable, kafka_words
-
-T = TypeVar("T")
+from ..kafka.errors import kafka_words
 
 
 def error_text(exc: BaseException, timeout: float) -> str:
@@ -37,31 +33,3 @@ def error_code(exc: BaseException) -> int | None:
 def wait(future: Future, timeout: float) -> Any:
     """The result of an admin future, waited at most ``timeout`` seconds."""
     return future.result(timeout=timeout)
-
-
-def outcomes(
-    ask: Callable[[list[T]], Mapping[str, Future]], items: Sequence[T], key: Callable[[T], str], timeout: float
-) -> dict[str, BaseException | None]:
-    """Each item's outcome of a batched admin request (None: done, else its exception), asking again, for the items
-    whose error Kafka calls retriable (a leader or controller moving, a broker restarting), until ``timeout``."""
-    deadline = time.monotonic() + timeout
-    found: dict[str, BaseException | None] = {}
-    pending, delay = list(items), 0.2
-    while pending:
-        futures = ask(pending)
-        again = []
-        for item in pending:
-            name = key(item)
-            try:
-                wait(futures[name], timeout)
-                found[name] = None
-            except Exception as exc:  # noqa: BLE001 - each item's own outcome
-                found[name] = exc
-                retriable = isinstance(exc, KafkaException) and exc.args and is_retriable(exc.args[0])
-                if retriable and time.monotonic() + delay < deadline:
-                    again.append(item)
-        if again:
-            time.sleep(delay)
-            delay = min(delay * 2, 2.0)
-        pending = again
-    return found

@@ -17,8 +17,9 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigEntry, NewPartitions, NewTopic
 
 from ..config.model import FlowConfig
+from ..kafka.retries import outcomes
 from .acls import sync_topic_acls
-from .admin_calls import error_code, error_text, outcomes
+from .admin_calls import error_code, error_text
 from .configs import creation_configs, describe_configs, sync_topic_configs
 from .plan import CreatedTopic, PreparationReport, TopicPlan, discover, only
 
