@@ -21,6 +21,7 @@ from cryptography.x509.oid import NameOID
 
 from mirrorflow.client_settings import OIDC_HANDLERS, ClientSettingError, translate
 from mirrorflow.config import ConfigError, parse_config
+from mirrorflow.kafka.clients import LIBRDKAFKA_LOG
 
 PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
@@ -340,7 +341,9 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 def librdkafka_takes(config: dict[str, str]) -> None:
     """librdkafka builds a client from it: it reads every store and key then (no broker is contacted)."""
-    Producer({"bootstrap.servers": "127.0.0.1:1", "security.protocol": "SSL", **config}).flush(0)
+    Producer(
+        {"bootstrap.servers": "127.0.0.1:1", "security.protocol": "SSL", "logger": LIBRDKAFKA_LOG, **config}
+    ).flush(0)
 
 
 def test_pem_truststore_and_keystore_as_files_with_an_encrypted_key(pki: dict[str, str]) -> None:
