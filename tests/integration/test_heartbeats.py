@@ -147,6 +147,7 @@ def test_the_heartbeats_dag_emits_and_reports_freshness(
 
     first = dag.test()
     assert {ti.task_id: ti.state for ti in first.get_task_instances()} == {
+        "still_mirrored": "success",  # not failed over
         "emit_heartbeats": "success",
         "watch_freshness": "success",
         "alert": "success",
@@ -177,6 +178,38 @@ def test_the_heartbeats_dag_emits_and_reports_freshness(
     assert after["fresh"] is True and after["age_s"] < 60
     fresh = second.get_task_instance("alert").xcom_pull(task_ids="alert")
     assert (fresh["verdict"], fresh["kind"], posts) == ("fresh", None, [])  # nothing was alerted: no recovery either
+
+
+def test_the_heartbeats_dag_skips_while_the_flow_is_failed_over(
+    pair: Any,
+    webhook: tuple[str, list[dict[str, Any]]],
+    airflow_db: None,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """After a failover mirroring is off on purpose: stale heartbeats are then no outage, so nothing is emitted,
+    watched or alerted (and no automatic failover is triggered again), and the run stays green."""
+    from mirrorflow_airflow.dags import heartbeats as heartbeats_dag
+
+    aliases, _config = pair
+    url, posts = webhook
+    config_file = tmp_path / "mm2.properties"
+    config_file.write_text(
+        pair_config_text(aliases) + "mirrorflow.heartbeats.max.age = 1s\nmirrorflow.heartbeats.policy = auto-failover\n"
+        f"mirrorflow.alerts.webhook.url = {url}\n"
+    )
+    monkeypatch.setenv("MIRRORFLOW_CONFIG", str(config_file))
+    asked: list[str] = []
+
+    def failed_over(flow: Any) -> str:  # the failover record a real failover writes on the target
+        asked.append(flow.name)
+        return "2026-01-01T00:00:00+00:00"
+
+    monkeypatch.setattr(heartbeats_dag, "failed_over_since", failed_over)
+    run = heartbeats_dag.heartbeats_dags()[aliases.names("heartbeats__primary__backup")].test()
+    states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+    assert states.pop("still_mirrored") == "success" and set(states.values()) == {"skipped"}, states
+    assert run.state == "success" and posts == [] and asked == [aliases.flow]
 
 
 def test_the_heartbeats_command_emits_and_reports_age_outside_airflow(pair: Any, tmp_path: Path) -> None:

@@ -6,17 +6,17 @@ source's ``heartbeats`` to ``<src>.heartbeats`` on the target. Then a sensor wat
 replicated heartbeat is against ``mirrorflow.heartbeats.max.age`` for most of the schedule interval, and
 an alert task turns its verdict into at most one alert per outage and one recovery after it; with
 ``mirrorflow.heartbeats.policy = auto-failover`` the alert also triggers ``failover__<src>__<tgt>``.
-Last, ``verdict`` fails while the flow is STALE, so the run is red for as long as the outage lasts.
+Last, ``verdict`` fails while the flow is STALE, so the run is red for as long as the outage lasts. First,
+``still_mirrored`` skips everything while the flow is failed over: its mirroring is off on purpose then.
 
-    emit_heartbeats → watch_freshness → alert → failover_wanted → trigger_failover
-                                              ↘ verdict
-    lag_alerts   (only when a lag threshold is configured: mirrorflow.alerts.lag.max.seconds)
+    still_mirrored → emit_heartbeats → watch_freshness → alert → failover_wanted → trigger_failover
+                   ↘ lag_alerts (only with mirrorflow.alerts.lag.max.seconds)  ↘ verdict
 
 Why lag alerts live here and not in the checkpoints DAG: this DAG is the flow's alerting DAG (channels,
 state, retries), it runs on its own clock every minute, and the checkpoints DAG also runs right after each
 mirror run (its asset trigger), when the lag is at its lowest: measured there, a family that falls further
 behind between runs would look better than it is. ``lag_alerts`` is apart from the heartbeat tasks: it
-starts with the run (not after the watch), and nothing downstream of it triggers a failover.
+starts right after ``still_mirrored`` (not after the watch), and nothing downstream of it triggers a failover.
 
 Why a separate ``verdict`` leaf instead of failing ``alert``: Airflow derives a run's state from its leaf
 tasks only (a failed ``alert`` followed by a skipped ``trigger_failover`` is a green run), and
@@ -40,7 +40,13 @@ from mirrorflow.config import FlowConfig, Schedule
 from mirrorflow.config.keys import ALERTS_LAG_MAX_SECONDS
 from mirrorflow.config.model import parse_schedule
 from mirrorflow.lag_alerts import family_key, thresholds
-from mirrorflow_airflow.dags.mirror import DEFAULT_ARGS, START_DATE, airflow_schedule, configured_flows
+from mirrorflow_airflow.dags.mirror import (
+    DEFAULT_ARGS,
+    START_DATE,
+    airflow_schedule,
+    configured_flows,
+    failed_over_since,
+)
 from mirrorflow_airflow.hooks.config import MirrorflowHook
 from mirrorflow_airflow.notifications import alerting
 from mirrorflow_airflow.sensors.heartbeat_freshness import HeartbeatFreshnessSensor
@@ -164,6 +170,15 @@ def build_heartbeats_dag(flow: FlowConfig, config_file: Path, *, watch: timedelt
         tags=["mirrorflow", name, "heartbeats"],
     ) as dag:
 
+        @task.short_circuit(task_id="still_mirrored")
+        def still_mirrored() -> bool:
+            """False (every other task skips) while the flow is failed over: its mirroring is off on purpose, so
+            its heartbeats going stale is no outage, and an alert (or an automatic failover) would be noise."""
+            since = failed_over_since(MirrorflowHook(config_file).flow(name))
+            if since:
+                log.info("%s was failed over at %s: heartbeats are not watched until a failback", name, since)
+            return since is None
+
         @task(task_id="emit_heartbeats")
         def emit_heartbeats() -> list[dict[str, Any]]:
             """The flow's heartbeat into the target (must work); the reverse one into the source (may not)."""
@@ -251,11 +266,12 @@ def build_heartbeats_dag(flow: FlowConfig, config_file: Path, *, watch: timedelt
         )
 
         result = alert()
-        emit_heartbeats() >> watch_freshness >> result
+        mirrored = still_mirrored()
+        mirrored >> emit_heartbeats() >> watch_freshness >> result
         failover_wanted(result) >> trigger_failover
         verdict(result)
         if thresholds(flow):  # no threshold, no task: lag alerts cost nothing by default
-            lag_alerts_task(flow, config_file)
+            mirrored >> lag_alerts_task(flow, config_file)
     return dag
 
 
