@@ -149,9 +149,10 @@ def _sasl(java: Mapping[str, str], out: Translation) -> None:
             "AWS_MSK_IAM (IAMLoginModule) is a Java plug-in that librdkafka cannot run; give the MSK cluster's "
             "mirrorflow user SASL/SCRAM (sasl.mechanism=SCRAM-SHA-512 with ScramLoginModule) or mutual TLS instead",
         )
-    for key in ("sasl.client.callback.handler.class",):
-        if java.get(key):
-            raise ClientSettingError(key, "a Java callback class cannot run in librdkafka; remove it")
+    if java.get("sasl.client.callback.handler.class"):
+        raise ClientSettingError(
+            "sasl.client.callback.handler.class", "a Java callback class cannot run in librdkafka; remove it"
+        )
     handler = java.get("sasl.login.callback.handler.class", "").strip()
     if handler and handler not in OIDC_HANDLERS:
         raise ClientSettingError(

@@ -129,8 +129,10 @@ def ensure_topic(
     )[topic.name]
     if isinstance(asked, KafkaException):
         create_error = asked.args[0]
-    elif asked is not None:  # no answer in time
+    elif isinstance(asked, TimeoutError):
         create_error = KafkaError(KafkaError._TIMED_OUT, f"no answer to CreateTopics within {timeout:.0f} s")
+    elif asked is not None:
+        raise asked  # anything else is no answer of Kafka's: as before the retries, it is not swallowed
     if create_error is None:
         # Creation is asynchronous: readers and writers come next, so wait until every partition has a leader.
         if _wait_described(admin, topic.name, deadline, leaders=True) is None:

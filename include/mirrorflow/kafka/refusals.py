@@ -71,9 +71,7 @@ def tls_verdict(bootstrap: str, config: Mapping[str, Any], timeout: float = _TLS
         return None
 
 
-def refusal(
-    errors: Iterable[KafkaError], alias: str, bootstrap: str, config: Mapping[str, Any], probe_tls: bool = True
-) -> str | None:
+def refusal(errors: Iterable[KafkaError], alias: str, bootstrap: str, config: Mapping[str, Any]) -> str | None:
     """What the cluster refused, in words that name the setting to check; None when nothing was refused."""
     errors = list(errors)
     login = [e for e in errors if e.code() in _CREDENTIALS]
@@ -87,7 +85,7 @@ def refusal(
         return None
     server = _first_server(bootstrap)
     where = f"{server[0]}:{server[1]}" if server else "the broker"
-    verdict = tls_verdict(bootstrap, config) if probe_tls and "certificate verify failed" in tls[-1].str() else None
+    verdict = tls_verdict(bootstrap, config) if "certificate verify failed" in tls[-1].str() else None
     if verdict is not None:
         mismatch, words = verdict
         if mismatch:

@@ -58,6 +58,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from ..kafka.calls import CountingAdmin, note
 from ..kafka.clients import bounded_reader
+from ..kafka.errors import is_retriable
 
 log = logging.getLogger(__name__)
 
@@ -66,33 +67,9 @@ ALL_FAMILIES = "*"
 LOOKBACK_MIN_MS = 10 * 60 * 1000  # leases of runs with a TTL up to this are seen whatever this run's TTL
 RETENTION_MIN_MS = 24 * 60 * 60 * 1000
 
-# Start-up and fail-over conditions worth waiting out until the deadline (KafkaError.retriable() misses some).
-_RETRIABLE = {
-    KafkaError._TIMED_OUT,
-    KafkaError._MSG_TIMED_OUT,
-    KafkaError._TRANSPORT,
-    KafkaError._ALL_BROKERS_DOWN,
-    KafkaError._RESOLVE,
-    KafkaError._WAIT_COORD,
-    KafkaError._UNKNOWN_TOPIC,
-    KafkaError._UNKNOWN_PARTITION,
-    KafkaError._NOENT,
-    KafkaError.UNKNOWN_TOPIC_OR_PART,
-    KafkaError.LEADER_NOT_AVAILABLE,
-    KafkaError.NOT_LEADER_FOR_PARTITION,
-    KafkaError.BROKER_NOT_AVAILABLE,
-    KafkaError.REQUEST_TIMED_OUT,
-    KafkaError.NOT_CONTROLLER,
-    KafkaError.COORDINATOR_NOT_AVAILABLE,
-    KafkaError.NOT_COORDINATOR,
-    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-    KafkaError.NOT_ENOUGH_REPLICAS,
-    KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-    KafkaError.KAFKA_STORAGE_ERROR,
-    KafkaError.FENCED_LEADER_EPOCH,
-    KafkaError.UNKNOWN_LEADER_EPOCH,
-    KafkaError.OFFSET_NOT_AVAILABLE,
-}
+# Besides what a run retries everywhere (``kafka.errors.is_retriable``), what a claim waits out while its topic is
+# being created: the topic or its partition not known yet, no broker to ask.
+_CLAIM_WAITS = {KafkaError._UNKNOWN_TOPIC, KafkaError._NOENT, KafkaError.BROKER_NOT_AVAILABLE}
 # The connection settings the lock's own clients take from the target's client properties.
 _CONNECTION_PREFIXES = ("ssl.", "sasl.", "socket.", "enable.ssl")
 _CONNECTION_KEYS = (
@@ -311,7 +288,7 @@ class FamilyLock:
                 assert error is not None
                 if error.code() in (KafkaError._TIMED_OUT, KafkaError._MSG_TIMED_OUT) and self._last_error is not None:
                     error = self._last_error  # what the client saw while waiting says more than "timed out"
-                retriable = error.code() in _RETRIABLE or error.retriable()
+                retriable = is_retriable(error) or error.code() in _CLAIM_WAITS
                 if not retriable or time.monotonic() + delay >= deadline:
                     waited = f" within {self.wait_s:g} s" if retriable else ""
                     where = f"{LOCK_TOPIC} at {self.connection.get('bootstrap.servers', '?')}"
