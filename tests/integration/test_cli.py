@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,8 @@ def test_dev_up_gives_two_clusters_and_down_leaves_nothing(tmp_path: Path) -> No
         assert again.returncode == 0 and "already running" in again.stdout
 
         primary, backup = f"127.0.0.1:{primary_port}", f"127.0.0.1:{backup_port}"
+        # Recent timestamps: retention (7 days by default) may delete older records at any moment.
+        base_ts = int(time.time() * 1000) - 60_000
         for bootstrap in (primary, backup):
             topic = create_topic(bootstrap, "cli-roundtrip", partitions=2)
             sent = [
@@ -57,7 +60,7 @@ def test_dev_up_gives_two_clusters_and_down_leaves_nothing(tmp_path: Path) -> No
                     "value": b"v%d" % i,
                     "partition": i % 2,
                     "headers": [("h", b"x")],
-                    "timestamp": 1_700_000_000_000 + i,
+                    "timestamp": base_ts + i,
                 }
                 for i in range(10)
             ]

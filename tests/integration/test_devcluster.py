@@ -74,7 +74,8 @@ def test_session_clusters_are_independent_and_round_trip_records(kafka_clusters,
     assert topic_exists(kafka_clusters.primary, topic)
     assert not topic_exists(kafka_clusters.backup, topic)
 
-    base_ts = 1_700_000_000_000
+    # Recent timestamps: retention (7 days by default) may delete older records at any moment.
+    base_ts = int(time.time() * 1000) - 60_000
     records = [
         {"key": b"k0", "value": b"v0", "headers": [("h", b"1")], "partition": 0, "timestamp": base_ts},
         {
