@@ -25,7 +25,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -37,6 +37,7 @@ from mirrorflow.replication.producers import close_kept_clients
 from mirrorflow_dev import EXAMPLE_CONFIG as DEFAULT_CONFIG
 from mirrorflow_dev.demo.airflow_env import airflow_environment
 from mirrorflow_dev.devcluster import ClusterSpec, DevClusters, free_port
+from mirrorflow_dev.loopback_http import serving
 from tests.kafka_helpers import create_topic, unique_topic_name
 
 #: The variable that points the integration tests at existing clusters (see the module docstring).
@@ -391,10 +392,5 @@ class _Webhook(BaseHTTPRequestHandler):
 def webhook() -> Iterator[tuple[str, list[dict[str, Any]]]]:
     """(URL with a secret-looking path, the JSON documents received so far)."""
     _Webhook.received = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Webhook)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/hooks/s3cr3t", _Webhook.received
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(_Webhook) as base:
+        yield f"{base}/hooks/s3cr3t", _Webhook.received

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -16,6 +15,7 @@ from airflow.sdk import BaseNotifier
 from mirrorflow.config import parse_config
 from mirrorflow.config.model import parse_schedule
 from mirrorflow_dev import EXAMPLE_CONFIG as DEFAULT_CONFIG
+from mirrorflow_dev.loopback_http import serving
 
 RECEIVED: list[tuple[str, Any]] = []
 
@@ -100,13 +100,8 @@ class _Hook(BaseHTTPRequestHandler):
 @pytest.fixture
 def webhook_url() -> Iterator[str]:
     _Hook.received = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Hook)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/services/T0/s3cr3t-hook"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(_Hook) as base:
+        yield f"{base}/services/T0/s3cr3t-hook"
 
 
 def test_notify_tries_every_channel_and_masks_the_webhook(webhook_url: str, caplog: pytest.LogCaptureFixture) -> None:

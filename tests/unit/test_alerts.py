@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
@@ -13,6 +12,7 @@ import pytest
 from mirrorflow.alerts import AlertState, WebhookError, alert_payload, decide, evaluate, post_webhook
 from mirrorflow.config import ConfigError, parse_config
 from mirrorflow.redact import REDACTED, is_secret_key, redact_value
+from mirrorflow_dev.loopback_http import serving
 
 THRESHOLD = 5.0
 
@@ -121,15 +121,9 @@ class _Recorder(BaseHTTPRequestHandler):
 @pytest.fixture
 def webhook() -> Iterator[type[_Recorder]]:
     handler = type("Handler", (_Recorder,), {"received": [], "status": 204})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    handler.url = f"http://127.0.0.1:{server.server_address[1]}/hooks/s3cr3t-token"  # type: ignore[attr-defined]
-    try:
+    with serving(handler) as base:
+        handler.url = f"{base}/hooks/s3cr3t-token"  # type: ignore[attr-defined]
         yield handler
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_post_webhook_sends_json(webhook: Any) -> None:

@@ -9,11 +9,11 @@ stops what it started.  Checked here with a stand-in health endpoint, without st
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, ClassVar
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -22,6 +22,7 @@ from mirrorflow_dev.demo import stack
 from mirrorflow_dev.demo.airflow_server import AirflowServer, AirflowStartError, health_problem
 from mirrorflow_dev.demo.postgres import PostgresServer
 from mirrorflow_dev.devcluster import free_port
+from mirrorflow_dev.loopback_http import serving
 
 HEALTHY = {
     "metadatabase": {"status": "healthy"},
@@ -69,13 +70,8 @@ class _Health(BaseHTTPRequestHandler):
 def health_endpoint() -> Iterator[int]:
     """A stand-in /api/v2/monitor/health on a free port: the triggerer is not healthy."""
     _Health.body = {**HEALTHY, "triggerer": {"status": "unhealthy", "latest_triggerer_heartbeat": None}}
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Health)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield int(server.server_address[1])
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(_Health) as base:
+        yield int(urlsplit(base).port or 0)
 
 
 def _pretend_started(server: AirflowServer, monkeypatch: pytest.MonkeyPatch) -> list[str]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import http.server
 import json
-import threading
 import time
 from collections.abc import Iterator
 
@@ -19,6 +18,7 @@ import pytest
 
 from mirrorflow.config import parse_config
 from mirrorflow.kafka import clients
+from mirrorflow_dev.loopback_http import serving
 
 HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
 
@@ -48,14 +48,8 @@ def token_endpoint() -> Iterator[tuple[str, list[tuple[str, str | None, str]]]]:
         def log_message(self, format: str, *args: object) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Endpoint)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/oauth2/token", seen
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(Endpoint) as base:
+        yield f"{base}/oauth2/token", seen
 
 
 def test_a_flow_client_fetches_its_token_with_the_files_client_credentials(

@@ -11,13 +11,11 @@ import argparse
 import functools
 import http.server
 import sys
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from mirrorflow_dev.docs.screenshots import REPO_ROOT, ScreenshotError, browser_context
+from mirrorflow_dev.loopback_http import serving
 
 SITE = REPO_ROOT / "build" / "site"
 OUT = REPO_ROOT / "docs" / "img"
@@ -38,20 +36,6 @@ SHOTS = (
 )
 
 
-@contextmanager
-def serve(site: Path) -> Iterator[str]:
-    """``site`` over HTTP on 127.0.0.1 (a free port) for the duration; yields the base URL."""
-    handler = functools.partial(_QuietHandler, directory=str(site))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:
         pass
@@ -62,10 +46,10 @@ def take(site: Path, out: Path, chromium: str) -> list[Path]:
     if not (site / "index.html").exists():
         raise ScreenshotError(f"no built site in {site}: run `make docs` first")
     written = []
-    with serve(site) as base, browser_context(chromium) as context:
+    with serving(functools.partial(_QuietHandler, directory=str(site))) as base, browser_context(chromium) as context:
         page = context.new_page()
         for shot in SHOTS:
-            page.goto(base + shot.path, wait_until="networkidle")
+            page.goto(f"{base}/{shot.path}", wait_until="networkidle")
             page.get_by_text(shot.ready).first.wait_for()
             target = out / shot.file
             page.screenshot(path=str(target))
