@@ -81,62 +81,53 @@ def _table(specs: Iterable[keys.KeySpec], *, default: bool = True) -> list[str]:
     return head + rows
 
 
+def _section(title: str, text: str, body: list[str]) -> list[str]:
+    """A section of the page: its heading, the paragraph that says what it holds (if any), its table."""
+    return [f"## {title}", "", *([text, ""] if text else []), *body, ""]
+
+
 def render() -> str:
     """The whole page, as it must be checked in."""
     own = [s for s in keys.CONNECTOR_KEYS.values() if s.name.startswith(keys.MIRRORFLOW_PREFIX)]
     mm2 = [s for s in keys.CONNECTOR_KEYS.values() if not s.name.startswith(keys.MIRRORFLOW_PREFIX)]
-    lines = [_INTRO]
-    lines += ["## mirrorflow's own keys", ""]
-    lines += [
-        "MirrorMaker 2 ignores keys it does not know, so these can sit in a file MirrorMaker 2 also reads.",
-        "",
-        *_table(own),
-        "",
-    ]
-    lines += ["## Topic families", ""]
-    lines += [
+    families = (
         f"`{keys.FAMILIES}` names a flow's families; each family then sets these attributes as "
         f"`{keys.FAMILY_PREFIX}<name>.<attribute>`. The catch-all family `{keys.DEFAULT_FAMILY}` holds every topic "
-        "no other family claims and may set only " + ", ".join(f"`{a}`" for a in keys.DEFAULT_FAMILY_ATTRIBUTES) + ".",
-        "",
-        *_table(keys.FAMILY_ATTRIBUTES.values(), default=False),
-        "",
+        "no other family claims and may set only " + ", ".join(f"`{a}`" for a in keys.DEFAULT_FAMILY_ATTRIBUTES) + "."
+    )
+    client = (
+        "Client settings (`<alias>.<setting>`, `<alias>.consumer.<setting>`, `<alias>.producer.<setting>`, "
+        "`<alias>.admin.<setting>`) go to the Kafka clients. These are checked at `config validate` time "
+        "against the range the client library accepts, so a value it would refuse fails on the line that sets "
+        "it, not in the middle of a run. Any other `*.ms` setting must be a non-negative integer of at most "
+        f"{keys.INT32_MAX:,}."
+    )
+    workers = (
+        "mirrorflow runs no Connect workers, so keys that start with these prefixes are accepted and ignored "
+        "without a warning:"
+    )
+    old_names = [
+        "| Old key | Read as |",
+        "|---|---|",
+        *(f"| `{o}` | `{n}` |" for o, n in keys.DEPRECATED_ALIASES.items()),
     ]
-    lines += ["## MirrorMaker 2's flow keys", ""]
-    lines += [
-        "Read with MirrorMaker 2's meaning and default.",
-        "",
-        *_table(mm2),
-        "",
-    ]
-    lines += ["## Top-level keys", ""]
-    lines += [*_table(keys.TOP_LEVEL_KEYS.values()), ""]
-    lines += ["## Client settings checked before a run", ""]
-    lines += [
-        (
-            "Client settings (`<alias>.<setting>`, `<alias>.consumer.<setting>`, `<alias>.producer.<setting>`, "
-            "`<alias>.admin.<setting>`) go to the Kafka clients. These are checked at `config validate` time "
-            "against the range the client library accepts, so a value it would refuse fails on the line that sets "
-            "it, not in the middle of a run. Any other `*.ms` setting must be a non-negative integer of at most "
-            f"{keys.INT32_MAX:,}."
+    lines = [
+        _INTRO,
+        *_section(
+            "mirrorflow's own keys",
+            "MirrorMaker 2 ignores keys it does not know, so these can sit in a file MirrorMaker 2 also reads.",
+            _table(own),
         ),
-        "",
-        *_table(keys.CLIENT_KEYS.values(), default=False),
-        "",
-    ]
-    lines += ["## Old names still accepted", ""]
-    lines += ["| Old key | Read as |", "|---|---|"]
-    lines += [f"| `{old}` | `{new}` |" for old, new in keys.DEPRECATED_ALIASES.items()]
-    lines += [""]
-    lines += ["## Keys of MirrorMaker 2's Connect workers", ""]
-    lines += [
-        (
-            "mirrorflow runs no Connect workers, so keys that start with these prefixes are accepted and ignored "
-            "without a warning:"
+        *_section("Topic families", families, _table(keys.FAMILY_ATTRIBUTES.values(), default=False)),
+        *_section("MirrorMaker 2's flow keys", "Read with MirrorMaker 2's meaning and default.", _table(mm2)),
+        *_section("Top-level keys", "", _table(keys.TOP_LEVEL_KEYS.values())),
+        *_section("Client settings checked before a run", client, _table(keys.CLIENT_KEYS.values(), default=False)),
+        *_section("Old names still accepted", "", old_names),
+        *_section(
+            "Keys of MirrorMaker 2's Connect workers",
+            workers,
+            [", ".join(f"`{p}`" for p in keys.WORKER_PREFIXES) + "."],
         ),
-        "",
-        ", ".join(f"`{p}`" for p in keys.WORKER_PREFIXES) + ".",
-        "",
     ]
     return "\n".join(lines)
 
