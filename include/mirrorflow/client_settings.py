@@ -54,8 +54,13 @@ JAVA_ONLY = frozenset(
     }
 )
 #: Java-only prefixes: the Java login's refresh and retry timing, and the broker-side token validation settings.
-JAVA_ONLY_PREFIXES = ("sasl.login.refresh.", "sasl.login.retry.", "sasl.login.connect.", "sasl.login.read.")
-JAVA_ONLY_PREFIXES += ("sasl.oauthbearer.jwks.endpoint.",)
+JAVA_ONLY_PREFIXES = (
+    "sasl.login.refresh.",
+    "sasl.login.retry.",
+    "sasl.login.connect.",
+    "sasl.login.read.",
+    "sasl.oauthbearer.jwks.endpoint.",
+)
 
 #: Same meaning, other name.
 RENAMED = {"sasl.mechanism": "sasl.mechanisms", "delivery.timeout.ms": "message.timeout.ms"}
@@ -229,7 +234,7 @@ def _oauthbearer(java: Mapping[str, str], options: Mapping[str, str], handler: s
             parts.append(f"{renamed[name]}={value}")
         elif name == "unsecuredLoginListClaim_scope":
             # Kafka's list claim: its first character is the separator of the rest.
-            scopes = [s for s in value[1:].split(value[:1])] if len(value) > 1 else []
+            scopes = value[1:].split(value[:1]) if len(value) > 1 else []
             parts.append(f"scope={','.join(s for s in scopes if s)}")
         elif name.startswith("unsecuredLoginExtension_"):
             parts.append(f"extension_{name[len('unsecuredLoginExtension_') :]}={value}")

@@ -426,13 +426,18 @@ class _Resolver:
                 )
         return result
 
-    def err_at(self, origin: Origin, message: str, report: Callable[..., None] | None = None) -> None:
-        """At the value's line; a default value (no file) is blamed on line 1 of the file, as missing keys are."""
-        line = 1 if origin.file is None else origin.line
-        (report or self.problems.error)(message, file=origin.file or self.path, line=line, key=origin.key)
+    def err_at(self, origin: Origin, message: str) -> None:
+        """An error at the value's line (``_at``)."""
+        self._at(self.problems.error, origin, message)
 
     def warn_at(self, origin: Origin, message: str) -> None:
-        self.err_at(origin, message, self.problems.warning)
+        """A warning at the value's line (``_at``)."""
+        self._at(self.problems.warning, origin, message)
+
+    def _at(self, report: Callable[..., None], origin: Origin, message: str) -> None:
+        """At the value's line; a default value (no file) is blamed on line 1 of the file, as missing keys are."""
+        line = 1 if origin.file is None else origin.line
+        report(message, file=origin.file or self.path, line=line, key=origin.key)
 
     def flow(self, pair: Pair) -> FlowConfig | None:
         self.check_flow_keys(pair)
